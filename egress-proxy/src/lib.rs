@@ -1,0 +1,1 @@
+//! `axp-egress-proxy`: the domain-allowlisting egress proxy. Being built under issue 4.

@@ -1,0 +1,2 @@
+//! The `axp` binary. Being built under issue 2.
+fn main() {}

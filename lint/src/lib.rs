@@ -1,0 +1,1 @@
+//! `axp-lint`: tool-description quality and safety rules. Being built under issue 6.

@@ -1,0 +1,23 @@
+//! `axp-protocol` owns the vocabulary every other crate speaks: JSON-RPC 2.0 envelopes and
+//! error codes, the AXP method parameters and results, the capability grammar, and the
+//! `ToolSpec` model that providers publish. It is pure data plus pure functions (serde only):
+//! no I/O, no tokio, no knowledge of transports, sandboxes or providers. Everything else depends
+//! on it; it depends on nothing of ours.
+
+pub mod capability;
+pub mod error;
+pub mod jsonrpc;
+pub mod methods;
+pub mod tool;
+
+pub use capability::{Capability, CapabilityParseError, CapabilitySet};
+pub use error::{ErrorCode, RpcError};
+pub use jsonrpc::{Id, Incoming, Message, Notification, Request, Response};
+pub use tool::{ToolCall, ToolOutput, ToolSpec};
+
+/// The AXP protocol version this crate describes.
+pub const AXP_VERSION: &str = "0";
+
+/// MCP protocol revisions the gateway answers to, newest first.
+pub const MCP_PROTOCOL_VERSIONS: &[&str] =
+    &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
