@@ -1,0 +1,149 @@
+//! The audit trail and the counters: one JSON line per connection attempt (allowed or denied,
+//! with reason, client, target, resolved address and bytes), and Prometheus-text metrics.
+//!
+//! This module owns the record format (the gateway reads it as its audit stream) and must not
+//! make policy decisions. Lines are written whole and flushed one by one so a reader tailing the
+//! file never sees half a record.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+/// One audit record: one connection attempt.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AuditRecord {
+    /// Milliseconds since the Unix epoch when the record was written.
+    pub ts_ms: u64,
+    /// Connection number within this proxy instance.
+    pub conn: u64,
+    /// Who connected: `ip:port` or `unix:PATH`.
+    pub client: String,
+    /// `http`, `connect`, `socks5`, or `unknown` if the protocol was never identified.
+    pub proto: &'static str,
+    /// The requested destination as parsed (`host:port`), when it parsed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// The address the proxy connected to (or refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
+    /// `allow`, `deny`, or `error` (allowed but the upstream failed).
+    pub decision: &'static str,
+    /// A stable reason code (`granted`, `not_granted`, `refused_address`, `sni_mismatch`, …).
+    pub reason: &'static str,
+    /// A sentence saying why.
+    pub detail: String,
+    /// For tunnels: what the client spoke inside (`tls`, `http`, `opaque`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inner: Option<&'static str>,
+    /// Why an allowed connection ended (`closed`, `idle_timeout`, `byte_limit`, `error`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end: Option<&'static str>,
+    /// Bytes from client to upstream.
+    pub bytes_up: u64,
+    /// Bytes from upstream to client.
+    pub bytes_down: u64,
+    /// Milliseconds from accept to the end of the attempt.
+    pub duration_ms: u64,
+}
+
+/// Counters exposed as Prometheus text.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Connections accepted.
+    pub accepted: AtomicU64,
+    /// Connections currently open.
+    pub active: AtomicU64,
+    /// Bytes client → upstream.
+    pub bytes_up: AtomicU64,
+    /// Bytes upstream → client.
+    pub bytes_down: AtomicU64,
+    decisions: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+}
+
+impl Metrics {
+    fn count(&self, decision: &'static str, reason: &'static str) {
+        if let Ok(mut m) = self.decisions.lock() {
+            *m.entry((decision, reason)).or_default() += 1;
+        }
+    }
+
+    /// The counters in Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        s.push_str("# HELP axp_egress_attempts_total Connection attempts by decision and reason.\n");
+        s.push_str("# TYPE axp_egress_attempts_total counter\n");
+        if let Ok(m) = self.decisions.lock() {
+            for ((d, r), n) in m.iter() {
+                s.push_str(&format!(
+                    "axp_egress_attempts_total{{decision=\"{d}\",reason=\"{r}\"}} {n}\n"
+                ));
+            }
+        }
+        let g = |name: &str, kind: &str, help: &str, v: &AtomicU64| {
+            format!(
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}\n",
+                v.load(Ordering::Relaxed)
+            )
+        };
+        s.push_str(&g("axp_egress_accepted_total", "counter", "Connections accepted.", &self.accepted));
+        s.push_str(&g("axp_egress_active", "gauge", "Connections open now.", &self.active));
+        s.push_str(&g("axp_egress_bytes_up_total", "counter", "Bytes client to upstream.", &self.bytes_up));
+        s.push_str(&g("axp_egress_bytes_down_total", "counter", "Bytes upstream to client.", &self.bytes_down));
+        s
+    }
+}
+
+/// Where audit lines go.
+pub struct AuditLog {
+    out: Mutex<Box<dyn Write + Send>>,
+    /// The counters updated with every record.
+    pub metrics: Metrics,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog").finish_non_exhaustive()
+    }
+}
+
+impl AuditLog {
+    /// Appends to `path` (created if missing), or writes to stderr when `None`.
+    pub fn open(path: Option<&Path>) -> std::io::Result<Self> {
+        let out: Box<dyn Write + Send> = match path {
+            Some(p) => Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)?,
+            ),
+            None => Box::new(std::io::stderr()),
+        };
+        Ok(Self {
+            out: Mutex::new(out),
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// Writes one record as one line and counts it.
+    pub fn record(&self, mut r: AuditRecord) {
+        r.ts_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        self.metrics.count(r.decision, r.reason);
+        let mut line = serde_json::to_vec(&r).unwrap_or_default();
+        line.push(b'\n');
+        if let Ok(mut o) = self.out.lock() {
+            // An audit line that cannot be written is reported on stderr; the attempt itself
+            // has already been decided, and stopping the proxy would not undo it.
+            if o.write_all(&line).and_then(|()| o.flush()).is_err() {
+                eprintln!("axp-egress-proxy: cannot write the audit log");
+            }
+        }
+    }
+}

@@ -1,0 +1,888 @@
+//! The proxy itself: listeners (TCP and UNIX), protocol detection (HTTP absolute-form and
+//! CONNECT vs SOCKS5 by the first byte), the decision for each attempt (allowlist, own DNS
+//! resolution, address classification, self-connection, limits), the TLS/HTTP first-bytes check
+//! inside tunnels, the byte pump with idle timeout and byte budget, and the audit record.
+//!
+//! All parsing and policy is delegated to the pure modules (`host`, `policy`, `ipclass`, `tls`,
+//! `http`, `socks`); this module owns I/O and ordering only. It must never open a connection to an
+//! address it has not checked, and never look a name up twice for one attempt: the address the
+//! resolver returned and the classifier passed is the address it connects to.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hickory_resolver::config::{LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::{Resolver, TokioResolver};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+use crate::audit::{AuditLog, AuditRecord};
+use crate::host::{Host, Target, parse_authority, parse_host};
+use crate::http::{self, Body, ChunkProgress, ChunkedScanner, HeadError};
+use crate::policy::Policy;
+use crate::socks::{self, SocksError};
+use crate::tls::{self, HelloParse};
+
+/// Everything one proxy instance needs. One instance serves one session (or one provider): its
+/// limits are that session's limits.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// TCP listen addresses (port 0 picks a free port; see [`Proxy::local_addrs`]).
+    pub listen: Vec<SocketAddr>,
+    /// UNIX socket paths to listen on (a stale socket at the path is replaced).
+    pub listen_unix: Vec<PathBuf>,
+    /// The allowlist.
+    pub policy: Policy,
+    /// DNS servers to ask; empty means the system's (`/etc/resolv.conf`).
+    pub resolvers: Vec<SocketAddr>,
+    /// Audit log file (appended); `None` writes the lines to stderr.
+    pub audit: Option<PathBuf>,
+    /// Serve Prometheus text on this address (any path). Also refused as a CONNECT target.
+    pub metrics: Option<SocketAddr>,
+    /// Most connections open at once.
+    pub max_connections: usize,
+    /// Most bytes (both directions, all connections) over the instance's lifetime.
+    pub max_bytes: Option<u64>,
+    /// A connection with no traffic in either direction for this long is closed.
+    pub idle_timeout: Duration,
+    /// Budget for resolving and connecting to the upstream.
+    pub connect_timeout: Duration,
+    /// Largest request head (HTTP) accepted.
+    pub max_header_bytes: usize,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        Self {
+            listen: Vec::new(),
+            listen_unix: Vec::new(),
+            policy: Policy::default(),
+            resolvers: Vec::new(),
+            audit: None,
+            metrics: None,
+            max_connections: 256,
+            max_bytes: None,
+            idle_timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(10),
+            max_header_bytes: 32 * 1024,
+        }
+    }
+}
+
+/// Why the proxy could not start or keep running.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// A listen address or socket path could not be bound.
+    #[error("cannot listen on {what}: {source}")]
+    Bind {
+        /// The address or path.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// No listener was configured.
+    #[error("no listener configured (give --listen or --listen-unix)")]
+    NoListener,
+    /// The resolver configuration could not be read.
+    #[error("cannot set up the DNS resolver: {0}")]
+    Resolver(String),
+    /// The audit log could not be opened.
+    #[error("cannot open the audit log: {0}")]
+    Audit(std::io::Error),
+}
+
+/// A bound, not yet running proxy.
+pub struct Proxy {
+    tcp: Vec<TcpListener>,
+    unix: Vec<(UnixListener, PathBuf)>,
+    metrics: Option<TcpListener>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("listen", &self.local_addrs())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    cfg: ProxyConfig,
+    resolver: TokioResolver,
+    audit: AuditLog,
+    self_addrs: Vec<SocketAddr>,
+    permits: Arc<Semaphore>,
+    bytes_used: AtomicU64,
+    conn_seq: AtomicU64,
+}
+
+/// Binds every listener in `config` and runs until `shutdown` completes.
+pub async fn serve(
+    config: ProxyConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ProxyError> {
+    Proxy::bind(config).await?.run(shutdown).await
+}
+
+fn build_resolver(servers: &[SocketAddr]) -> Result<TokioResolver, ProxyError> {
+    let mut builder = if servers.is_empty() {
+        Resolver::builder_tokio().map_err(|e| ProxyError::Resolver(e.to_string()))?
+    } else {
+        let mut rc = ResolverConfig::from_parts(None, vec![], vec![]);
+        for s in servers {
+            let mut ns = NameServerConfig::udp_and_tcp(s.ip());
+            for c in &mut ns.connections {
+                c.port = s.port();
+            }
+            rc.add_name_server(ns);
+        }
+        Resolver::builder_with_config(rc, TokioRuntimeProvider::default())
+    };
+    let o = builder.options_mut();
+    // The hosts file is the operator's, not DNS: a proxy that honours it would let a local
+    // entry decide where a granted name goes. Names are always queried as absolute names, so
+    // search domains and ndots never apply either.
+    o.use_hosts_file = ResolveHosts::Never;
+    o.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+    o.ndots = 0;
+    builder
+        .build()
+        .map_err(|e| ProxyError::Resolver(e.to_string()))
+}
+
+impl Proxy {
+    /// Binds the listeners, opens the audit log and builds the resolver.
+    pub async fn bind(cfg: ProxyConfig) -> Result<Self, ProxyError> {
+        if cfg.listen.is_empty() && cfg.listen_unix.is_empty() {
+            return Err(ProxyError::NoListener);
+        }
+        let mut tcp = Vec::new();
+        for a in &cfg.listen {
+            let l = TcpListener::bind(a).await.map_err(|source| ProxyError::Bind {
+                what: a.to_string(),
+                source,
+            })?;
+            tcp.push(l);
+        }
+        let mut unix = Vec::new();
+        for p in &cfg.listen_unix {
+            if let Ok(md) = std::fs::symlink_metadata(p) {
+                use std::os::unix::fs::FileTypeExt;
+                if md.file_type().is_socket() {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+            let l = UnixListener::bind(p).map_err(|source| ProxyError::Bind {
+                what: p.display().to_string(),
+                source,
+            })?;
+            unix.push((l, p.clone()));
+        }
+        let metrics = match cfg.metrics {
+            Some(a) => Some(TcpListener::bind(a).await.map_err(|source| ProxyError::Bind {
+                what: a.to_string(),
+                source,
+            })?),
+            None => None,
+        };
+        let mut self_addrs: Vec<SocketAddr> = tcp.iter().filter_map(|l| l.local_addr().ok()).collect();
+        self_addrs.extend(metrics.iter().filter_map(|l| l.local_addr().ok()));
+        let resolver = build_resolver(&cfg.resolvers)?;
+        let audit = AuditLog::open(cfg.audit.as_deref()).map_err(ProxyError::Audit)?;
+        let permits = Arc::new(Semaphore::new(cfg.max_connections));
+        Ok(Self {
+            tcp,
+            unix,
+            metrics,
+            shared: Arc::new(Shared {
+                cfg,
+                resolver,
+                audit,
+                self_addrs,
+                permits,
+                bytes_used: AtomicU64::new(0),
+                conn_seq: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The bound TCP proxy addresses, in the order given.
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.tcp.iter().filter_map(|l| l.local_addr().ok()).collect()
+    }
+
+    /// The bound metrics address, if any.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Serves until `shutdown` completes; then stops accepting, closes every open connection and
+    /// removes the UNIX socket files.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ProxyError> {
+        let (tx, mut rx) = mpsc::channel::<(Conn, String)>(64);
+        let mut accepters = JoinSet::new();
+        for l in self.tcp {
+            let tx = tx.clone();
+            accepters.spawn(async move {
+                loop {
+                    if let Ok((s, peer)) = l.accept().await {
+                        let _ = s.set_nodelay(true);
+                        if tx.send((Conn::Tcp(s), peer.to_string())).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+        let mut paths = Vec::new();
+        for (l, p) in self.unix {
+            let tx = tx.clone();
+            let name = format!("unix:{}", p.display());
+            paths.push(p);
+            accepters.spawn(async move {
+                loop {
+                    if let Ok((s, _)) = l.accept().await
+                        && tx.send((Conn::Unix(s), name.clone())).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+        if let Some(l) = self.metrics {
+            let shared = self.shared.clone();
+            accepters.spawn(async move {
+                loop {
+                    if let Ok((mut s, _)) = l.accept().await {
+                        let body = shared.audit.metrics.render();
+                        tokio::spawn(async move {
+                            let mut b = [0u8; 1024];
+                            let _ = tokio::time::timeout(Duration::from_secs(2), s.read(&mut b)).await;
+                            let resp = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                                body.len()
+                            );
+                            let _ = s.write_all(resp.as_bytes()).await;
+                        });
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut conns = JoinSet::new();
+        let shared = self.shared;
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                got = rx.recv() => match got {
+                    Some((c, name)) => {
+                        let sh = shared.clone();
+                        conns.spawn(async move { sh.handle(c, name).await });
+                    }
+                    None => break,
+                },
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+        accepters.abort_all();
+        conns.abort_all();
+        for p in paths {
+            let _ = std::fs::remove_file(p);
+        }
+        Ok(())
+    }
+}
+
+/// A client connection of either kind.
+enum Conn {
+    Tcp(TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// A refusal: reason code and a sentence.
+type Refuse = (&'static str, String);
+
+fn refuse(code: &'static str, detail: impl Into<String>) -> Refuse {
+    (code, detail.into())
+}
+
+fn http_status(code: &str) -> (u16, &'static str) {
+    match code {
+        "malformed" | "invalid_host" | "host_mismatch" => (400, "Bad Request"),
+        "header_too_large" => (431, "Request Header Fields Too Large"),
+        "connection_limit" | "byte_limit" => (503, "Service Unavailable"),
+        "resolve_failed" | "upstream_failed" => (502, "Bad Gateway"),
+        "unsupported" => (501, "Not Implemented"),
+        "idle_timeout" => (408, "Request Timeout"),
+        _ => (403, "Forbidden"),
+    }
+}
+
+fn socks_code(code: &str) -> u8 {
+    match code {
+        "resolve_failed" => socks::reply::HOST_UNREACHABLE,
+        "upstream_failed" => socks::reply::REFUSED,
+        "connection_limit" | "byte_limit" => socks::reply::FAILURE,
+        _ => socks::reply::NOT_ALLOWED,
+    }
+}
+
+fn head_refusal(e: &HeadError) -> Refuse {
+    use crate::host::HostError;
+    let code = match e {
+        HeadError::HostMismatch { .. } | HeadError::DuplicateHost => "host_mismatch",
+        HeadError::Host(HostError::NotAbsolute) | HeadError::Host(HostError::BadScheme(_)) => {
+            "unsupported"
+        }
+        HeadError::Host(_) => "invalid_host",
+        HeadError::TooManyHeaders => "header_too_large",
+        HeadError::Syntax(_) | HeadError::Framing(_) => "malformed",
+    };
+    refuse(code, e.to_string())
+}
+
+/// What the client spoke first inside a tunnel, once known.
+enum Inspect {
+    /// Still collecting bytes.
+    Pending(Vec<u8>),
+    /// Checked; bytes flow.
+    Done,
+}
+
+/// How client → upstream bytes are limited in the pump.
+enum UpFilter {
+    /// A tunnel: everything, after the first-bytes check.
+    Tunnel(Inspect),
+    /// Plain HTTP: exactly this many body bytes, then nothing.
+    Length(u64),
+    /// Plain HTTP with a chunked body.
+    Chunked(ChunkedScanner),
+    /// Plain HTTP after the body: client bytes are dropped.
+    Closed,
+}
+
+impl Shared {
+    async fn handle(self: Arc<Self>, c: Conn, client: String) {
+        let m = &self.audit.metrics;
+        m.accepted.fetch_add(1, Ordering::Relaxed);
+        m.active.fetch_add(1, Ordering::Relaxed);
+        let conn = self.conn_seq.fetch_add(1, Ordering::Relaxed);
+        let mut rec = AuditRecord {
+            conn,
+            client,
+            proto: "unknown",
+            ..AuditRecord::default()
+        };
+        let start = Instant::now();
+        // A permit is taken at accept; the attempt is refused (in its own protocol) when none is
+        // left. A hard cap on unpermitted sockets keeps a flood from holding memory.
+        let permit = self.permits.clone().try_acquire_owned().ok();
+        let flood = permit.is_none()
+            && m.active.load(Ordering::Relaxed) > (self.cfg.max_connections as u64) * 2 + 16;
+        if flood {
+            rec.decision = "deny";
+            rec.reason = "connection_limit";
+            rec.detail = "too many connections; dropped without reading".into();
+        } else {
+            match c {
+                Conn::Tcp(s) => self.handle_io(s, permit, &mut rec).await,
+                Conn::Unix(s) => self.handle_io(s, permit, &mut rec).await,
+            }
+        }
+        rec.duration_ms = start.elapsed().as_millis() as u64;
+        m.active.fetch_sub(1, Ordering::Relaxed);
+        self.audit.record(rec);
+    }
+
+    async fn read_more<S: Io>(&self, s: &mut S, buf: &mut Vec<u8>) -> Result<usize, Refuse> {
+        let mut tmp = [0u8; 8192];
+        match tokio::time::timeout(self.cfg.idle_timeout, s.read(&mut tmp)).await {
+            Err(_) => Err(refuse("idle_timeout", "the client sent no complete request in time")),
+            Ok(Err(e)) => Err(refuse("malformed", format!("read error: {e}"))),
+            Ok(Ok(0)) => Err(refuse("malformed", "the client closed before a complete request")),
+            Ok(Ok(n)) => {
+                buf.extend_from_slice(&tmp[..n]);
+                Ok(n)
+            }
+        }
+    }
+
+    async fn handle_io<S: Io>(
+        &self,
+        mut s: S,
+        permit: Option<OwnedSemaphorePermit>,
+        rec: &mut AuditRecord,
+    ) {
+        let mut buf = Vec::with_capacity(4096);
+        let res = match self.read_more(&mut s, &mut buf).await {
+            Err(r) => Err(r),
+            Ok(_) if buf[0] == 5 => {
+                rec.proto = "socks5";
+                self.socks(&mut s, buf, permit.is_some(), rec).await
+            }
+            Ok(_) => self.http(&mut s, buf, permit.is_some(), rec).await,
+        };
+        if let Err((code, detail)) = res {
+            if rec.decision.is_empty() {
+                rec.decision = if code == "upstream_failed" { "error" } else { "deny" };
+            }
+            rec.reason = code;
+            rec.detail = detail;
+        }
+        drop(permit);
+    }
+
+    async fn http<S: Io>(
+        &self,
+        s: &mut S,
+        mut buf: Vec<u8>,
+        has_permit: bool,
+        rec: &mut AuditRecord,
+    ) -> Result<(), Refuse> {
+        rec.proto = "http";
+        let parsed = loop {
+            match http::parse_head(&buf) {
+                Ok(Some(h)) => break Ok(h),
+                Ok(None) if buf.len() > self.cfg.max_header_bytes => {
+                    break Err(refuse(
+                        "header_too_large",
+                        format!("the request head exceeds {} bytes", self.cfg.max_header_bytes),
+                    ));
+                }
+                Ok(None) => {
+                    if let Err(r) = self.read_more(s, &mut buf).await {
+                        return Err(r);
+                    }
+                }
+                Err(e) => break Err(head_refusal(&e)),
+            }
+        };
+        let head = match parsed {
+            Ok(h) if h.len > self.cfg.max_header_bytes => Err(refuse(
+                "header_too_large",
+                format!("the request head exceeds {} bytes", self.cfg.max_header_bytes),
+            )),
+            other => other,
+        };
+        let head = match head {
+            Ok(h) => h,
+            Err(r) => return self.http_deny(s, r).await,
+        };
+        if head.method.eq_ignore_ascii_case("CONNECT") {
+            rec.proto = "connect";
+            let target = match parse_authority(&head.target, None) {
+                Ok(t) => t,
+                Err(e) => return self.http_deny(s, refuse("invalid_host", e.to_string())).await,
+            };
+            rec.target = Some(target.to_string());
+            let upstream = match self.decide_and_connect(&target, has_permit, rec).await {
+                Ok(u) => u,
+                Err(r) => return self.http_deny(s, r).await,
+            };
+            s.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .await
+                .map_err(|e| refuse("malformed", format!("client went away: {e}")))?;
+            let leftover = buf.split_off(head.len);
+            let filter = UpFilter::Tunnel(Inspect::Pending(Vec::new()));
+            return self.pump(s, upstream, &target, leftover, filter, rec).await;
+        }
+        let fwd = match http::forward_request(&head) {
+            Ok(f) => f,
+            Err(e) => {
+                if let Ok((t, _)) = crate::host::parse_absolute_form(&head.target) {
+                    rec.target = Some(t.to_string());
+                }
+                return self.http_deny(s, head_refusal(&e)).await;
+            }
+        };
+        rec.target = Some(fwd.target.to_string());
+        let mut upstream = match self.decide_and_connect(&fwd.target, has_permit, rec).await {
+            Ok(u) => u,
+            Err(r) => return self.http_deny(s, r).await,
+        };
+        let n = self.charge(fwd.upstream_head.len() as u64);
+        if n < fwd.upstream_head.len() as u64 {
+            return self
+                .http_deny(s, refuse("byte_limit", "the session's byte budget is spent"))
+                .await;
+        }
+        rec.bytes_up += n;
+        upstream
+            .write_all(&fwd.upstream_head)
+            .await
+            .map_err(|e| refuse("upstream_failed", format!("writing to upstream: {e}")))?;
+        let filter = match fwd.body {
+            Body::None => UpFilter::Closed,
+            Body::Length(n) => UpFilter::Length(n),
+            Body::Chunked => UpFilter::Chunked(ChunkedScanner::default()),
+        };
+        let leftover = buf.split_off(head.len);
+        self.pump(s, upstream, &fwd.target, leftover, filter, rec).await
+    }
+
+    async fn http_deny<S: Io>(&self, s: &mut S, r: Refuse) -> Result<(), Refuse> {
+        let (status, text) = http_status(r.0);
+        let _ = s.write_all(&http::response(status, text, r.0, &r.1)).await;
+        let _ = s.shutdown().await;
+        Err(r)
+    }
+
+    async fn socks<S: Io>(
+        &self,
+        s: &mut S,
+        mut buf: Vec<u8>,
+        has_permit: bool,
+        rec: &mut AuditRecord,
+    ) -> Result<(), Refuse> {
+        let used = loop {
+            match socks::parse_greeting(&buf) {
+                Ok(Some(n)) => break n,
+                Ok(None) if buf.len() > 300 => return Err(refuse("malformed", "oversize greeting")),
+                Ok(None) => {
+                    self.read_more(s, &mut buf).await?;
+                }
+                Err(e) => {
+                    let _ = s.write_all(&[5, 0xff]).await;
+                    let code = if e == SocksError::NoAcceptableMethod {
+                        "unsupported"
+                    } else {
+                        "malformed"
+                    };
+                    return Err(refuse(code, e.to_string()));
+                }
+            }
+        };
+        buf.drain(..used);
+        s.write_all(&[5, 0])
+            .await
+            .map_err(|e| refuse("malformed", e.to_string()))?;
+        let (target, used) = loop {
+            match socks::parse_request(&buf) {
+                Ok(Some(x)) => break x,
+                Ok(None) if buf.len() > 600 => return Err(refuse("malformed", "oversize request")),
+                Ok(None) => {
+                    self.read_more(s, &mut buf).await?;
+                }
+                Err(e) => {
+                    let _ = s.write_all(&socks::reply_bytes(e.reply_code())).await;
+                    let code = match e {
+                        SocksError::Host(_) | SocksError::Port => "invalid_host",
+                        SocksError::Command(_) | SocksError::AddressType(_) => "unsupported",
+                        _ => "malformed",
+                    };
+                    return Err(refuse(code, e.to_string()));
+                }
+            }
+        };
+        buf.drain(..used);
+        rec.target = Some(target.to_string());
+        let upstream = match self.decide_and_connect(&target, has_permit, rec).await {
+            Ok(u) => u,
+            Err(r) => {
+                let _ = s.write_all(&socks::reply_bytes(socks_code(r.0))).await;
+                return Err(r);
+            }
+        };
+        s.write_all(&socks::reply_bytes(socks::reply::OK))
+            .await
+            .map_err(|e| refuse("malformed", e.to_string()))?;
+        let filter = UpFilter::Tunnel(Inspect::Pending(Vec::new()));
+        self.pump(s, upstream, &target, buf, filter, rec).await
+    }
+
+    fn is_self(&self, sa: SocketAddr) -> bool {
+        self.self_addrs.iter().any(|l| {
+            l.port() == sa.port()
+                && (l.ip() == sa.ip()
+                    || l.ip().is_unspecified()
+                    || sa.ip().is_unspecified()
+                    || (l.ip().is_loopback() && sa.ip().is_loopback()))
+        })
+    }
+
+    /// The whole decision for one target, then the connection to the address that passed.
+    async fn decide_and_connect(
+        &self,
+        target: &Target,
+        has_permit: bool,
+        rec: &mut AuditRecord,
+    ) -> Result<TcpStream, Refuse> {
+        if !has_permit {
+            return Err(refuse(
+                "connection_limit",
+                format!(
+                    "the session already has {} connections open",
+                    self.cfg.max_connections
+                ),
+            ));
+        }
+        if let Some(max) = self.cfg.max_bytes
+            && self.bytes_used.load(Ordering::Relaxed) >= max
+        {
+            return Err(refuse(
+                "byte_limit",
+                format!("the session's byte budget ({max} bytes) is spent"),
+            ));
+        }
+        let rule = self
+            .cfg
+            .policy
+            .check_target(target)
+            .map_err(|d| refuse(d.code(), d.to_string()))?
+            .to_string();
+        let ips: Vec<IpAddr> = match &target.host {
+            Host::Ip(ip) => vec![*ip],
+            Host::Name(n) => {
+                let fqdn = format!("{n}.");
+                let looked = tokio::time::timeout(
+                    self.cfg.connect_timeout,
+                    self.resolver.lookup_ip(fqdn.as_str()),
+                )
+                .await;
+                match looked {
+                    Err(_) => return Err(refuse("resolve_failed", format!("resolving {n} timed out"))),
+                    Ok(Err(e)) => return Err(refuse("resolve_failed", format!("resolving {n}: {e}"))),
+                    Ok(Ok(l)) => l.iter().collect(),
+                }
+            }
+        };
+        if ips.is_empty() {
+            return Err(refuse("resolve_failed", "the name has no addresses"));
+        }
+        // Every address must pass: an answer that mixes a public and a private address is
+        // refused whole rather than filtered, so an attacker's zone cannot steer a retry.
+        for ip in &ips {
+            let sa = SocketAddr::new(*ip, target.port);
+            if self.is_self(sa) {
+                rec.addr = Some(sa.to_string());
+                return Err(refuse(
+                    "self_connect",
+                    format!("{sa} is this proxy (or its metrics endpoint)"),
+                ));
+            }
+            if let Err(d) = self.cfg.policy.check_addr(*ip, target.port) {
+                rec.addr = Some(sa.to_string());
+                return Err(refuse(d.code(), d.to_string()));
+            }
+        }
+        let mut last = String::new();
+        for ip in ips {
+            let sa = SocketAddr::new(ip, target.port);
+            rec.addr = Some(sa.to_string());
+            match tokio::time::timeout(self.cfg.connect_timeout, TcpStream::connect(sa)).await {
+                Ok(Ok(u)) => {
+                    let _ = u.set_nodelay(true);
+                    rec.decision = "allow";
+                    rec.reason = "granted";
+                    rec.detail = format!("granted by `{rule}`");
+                    return Ok(u);
+                }
+                Ok(Err(e)) => last = format!("connecting to {sa}: {e}"),
+                Err(_) => last = format!("connecting to {sa} timed out"),
+            }
+        }
+        Err(refuse("upstream_failed", last))
+    }
+
+    /// Takes up to `n` bytes from the session's budget; returns how many were granted.
+    fn charge(&self, n: u64) -> u64 {
+        let Some(max) = self.cfg.max_bytes else {
+            return n;
+        };
+        let mut used = self.bytes_used.load(Ordering::Relaxed);
+        loop {
+            let take = n.min(max.saturating_sub(used));
+            match self.bytes_used.compare_exchange_weak(
+                used,
+                used + take,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return take,
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    /// Checks the first bytes of a tunnel. `Ok(None)`: need more bytes. `Ok(Some(kind))`: pass.
+    fn inspect(&self, target: &Target, b: &[u8]) -> Result<Option<&'static str>, Refuse> {
+        if b.first() == Some(&22) {
+            return match tls::parse_client_hello(b) {
+                HelloParse::NeedMore if b.len() > tls::MAX_HELLO + 1024 => {
+                    Err(refuse("tls_malformed", "ClientHello too large"))
+                }
+                HelloParse::NeedMore => Ok(None),
+                HelloParse::NotTls => Ok(Some("opaque")),
+                HelloParse::Malformed(m) => Err(refuse("tls_malformed", m)),
+                HelloParse::Hello(h) => {
+                    if h.ech {
+                        return Err(refuse(
+                            "tls_ech",
+                            "Encrypted Client Hello hides the real server name; it is refused",
+                        ));
+                    }
+                    match (&target.host, h.sni.as_deref()) {
+                        (Host::Name(n), Some(sni)) => match parse_host(sni) {
+                            Ok(Host::Name(s)) if &s == n => Ok(Some("tls")),
+                            _ => Err(refuse(
+                                "sni_mismatch",
+                                format!("TLS SNI `{}` differs from the tunnel host `{n}`", sni.escape_default()),
+                            )),
+                        },
+                        (Host::Name(n), None) => Err(refuse(
+                            "sni_missing",
+                            format!("the ClientHello names no server, but the tunnel is to `{n}`"),
+                        )),
+                        (Host::Ip(_), None) => Ok(Some("tls")),
+                        (Host::Ip(ip), Some(sni)) => Err(refuse(
+                            "sni_mismatch",
+                            format!("TLS SNI `{}` sent through a tunnel to the address {ip}", sni.escape_default()),
+                        )),
+                    }
+                }
+            };
+        }
+        if b.first().is_some_and(u8::is_ascii_uppercase) {
+            return match http::parse_head(b) {
+                Ok(None) if b.len() > self.cfg.max_header_bytes => Err(refuse(
+                    "header_too_large",
+                    "the request head inside the tunnel is too large",
+                )),
+                Ok(None) => Ok(None),
+                Ok(Some(h)) => match h.check_host(target, target.port) {
+                    Ok(()) => Ok(Some("http")),
+                    Err(e) => Err(head_refusal(&e)),
+                },
+                Err(_) => Ok(Some("opaque")),
+            };
+        }
+        Ok(Some("opaque"))
+    }
+
+    /// Moves bytes both ways until both sides are done, the idle timeout fires, the budget is
+    /// spent, or the tunnel's first bytes fail their check.
+    async fn pump<S: Io>(
+        &self,
+        client: &mut S,
+        mut up: TcpStream,
+        target: &Target,
+        initial: Vec<u8>,
+        mut filter: UpFilter,
+        rec: &mut AuditRecord,
+    ) -> Result<(), Refuse> {
+        let plain_http = !matches!(filter, UpFilter::Tunnel(_));
+        let mut cbuf = vec![0u8; 64 * 1024];
+        let mut ubuf = vec![0u8; 64 * 1024];
+        let mut client_open = true;
+        let mut up_open = true;
+        let mut up_write_open = true;
+        let mut pending = Some(initial);
+        let metrics = &self.audit.metrics;
+        let end: &'static str = loop {
+            // Client → upstream, through the filter.
+            if let Some(data) = pending.take() {
+                let mut out: Vec<u8> = Vec::new();
+                let mut finished_body = false;
+                match &mut filter {
+                    UpFilter::Tunnel(Inspect::Pending(acc)) => {
+                        acc.extend_from_slice(&data);
+                        if let Some(kind) = self.inspect(target, acc)? {
+                            rec.inner = Some(kind);
+                            out = std::mem::take(acc);
+                            filter = UpFilter::Tunnel(Inspect::Done);
+                        }
+                    }
+                    UpFilter::Tunnel(Inspect::Done) => out = data,
+                    UpFilter::Length(left) => {
+                        let take = (*left).min(data.len() as u64) as usize;
+                        out.extend_from_slice(&data[..take]);
+                        *left -= take as u64;
+                        finished_body = *left == 0;
+                    }
+                    UpFilter::Chunked(sc) => match sc.feed(&data) {
+                        ChunkProgress::More => out = data,
+                        ChunkProgress::Done(n) => {
+                            out.extend_from_slice(&data[..n]);
+                            finished_body = true;
+                        }
+                        ChunkProgress::Invalid => {
+                            return Err(refuse("malformed", "invalid chunked request body"));
+                        }
+                    },
+                    UpFilter::Closed => {}
+                }
+                if finished_body {
+                    filter = UpFilter::Closed;
+                }
+                if !out.is_empty() && up_write_open {
+                    let n = self.charge(out.len() as u64);
+                    rec.bytes_up += n;
+                    metrics.bytes_up.fetch_add(n, Ordering::Relaxed);
+                    if up.write_all(&out[..n as usize]).await.is_err() {
+                        break "error";
+                    }
+                    if n < out.len() as u64 {
+                        break "byte_limit";
+                    }
+                }
+            }
+            if !client_open && !up_write_open && !up_open {
+                break "closed";
+            }
+            if !up_open && (plain_http || !client_open) {
+                break "closed";
+            }
+            tokio::select! {
+                r = client.read(&mut cbuf), if client_open => match r {
+                    Ok(0) | Err(_) => {
+                        client_open = false;
+                        if !plain_http && up_write_open {
+                            if let UpFilter::Tunnel(Inspect::Pending(acc)) = &filter
+                                && !acc.is_empty()
+                            {
+                                return Err(refuse("malformed", "the client closed mid-handshake"));
+                            }
+                            let _ = up.shutdown().await;
+                            up_write_open = false;
+                        }
+                    }
+                    Ok(n) => pending = Some(cbuf[..n].to_vec()),
+                },
+                r = up.read(&mut ubuf), if up_open => match r {
+                    Ok(0) | Err(_) => {
+                        up_open = false;
+                        let _ = client.shutdown().await;
+                    }
+                    Ok(n) => {
+                        let k = self.charge(n as u64);
+                        rec.bytes_down += k;
+                        metrics.bytes_down.fetch_add(k, Ordering::Relaxed);
+                        if client.write_all(&ubuf[..k as usize]).await.is_err() {
+                            break "error";
+                        }
+                        if k < n as u64 {
+                            break "byte_limit";
+                        }
+                    }
+                },
+                () = tokio::time::sleep(self.cfg.idle_timeout) => break "idle_timeout",
+            }
+        };
+        rec.end = Some(end);
+        let _ = client.shutdown().await;
+        let _ = up.shutdown().await;
+        Ok(())
+    }
+}
