@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Outcome, bin, finish, run_cmd, workspace};
+use super::{Outcome, bin, finish, workspace};
 
 /// Descriptor number the `inherited_fd` setup leaks into the spawn.
 const LEAKED_FD: i32 = 9;
@@ -76,7 +76,6 @@ impl Runner {
                     "--reuid=65534",
                     "--regid=65534",
                     "--clear-groups",
-                    "--reset-env",
                 ])
                 .arg(bin)
                 .arg("run")
