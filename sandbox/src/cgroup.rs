@@ -23,13 +23,9 @@ pub(crate) fn create(policy: &Policy) -> Result<Option<Placement>, String> {
         return Ok(None);
     };
     let child = parent.join(format!("axp-sbx-{}", std::process::id()));
-    let fail = |what: &str, e: std::io::Error| {
-        format!("cgroup {}: {what}: {e}", child.display())
-    };
+    let fail = |what: &str, e: std::io::Error| format!("cgroup {}: {what}: {e}", child.display());
     std::fs::create_dir(&child).map_err(|e| fail("create", e))?;
-    let w = |file: &str, v: String| {
-        std::fs::write(child.join(file), v).map_err(|e| fail(file, e))
-    };
+    let w = |file: &str, v: String| std::fs::write(child.join(file), v).map_err(|e| fail(file, e));
     if let Some(p) = policy.limits.procs {
         w("pids.max", p.to_string())?;
     }

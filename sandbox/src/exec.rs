@@ -87,7 +87,9 @@ pub fn exec_main(args: &[OsString]) -> ! {
         die("no command given (usage: EXE __sandbox-exec -- CMD ARGS…)");
     }
     let Some(encoded) = std::env::var_os(POLICY_ENV) else {
-        die(&format!("{POLICY_ENV} is not set; the policy must come from the gateway"));
+        die(&format!(
+            "{POLICY_ENV} is not set; the policy must come from the gateway"
+        ));
     };
     let policy = match Policy::from_env_value(&encoded) {
         Ok(p) => p,
@@ -145,6 +147,7 @@ fn supervise(policy: &Policy, argv: &[OsString]) -> Result<Never, String> {
 
     // SAFETY: plain id getters.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let grants = crate::mounts::resolve_grants(policy)?;
     let cgroup = crate::cgroup::create(policy)?;
 
     let flags = libc::CLONE_NEWUSER
@@ -180,20 +183,18 @@ fn supervise(policy: &Policy, argv: &[OsString]) -> Result<Never, String> {
     if pid == 0 {
         drop(alive_w);
         drop(status_r);
-        match init(policy, argv, alive_r, status_w) {
+        match init(policy, &grants, argv, alive_r, status_w) {
             Ok(never) => match never {},
             Err(e) => die(&e),
         }
     }
     drop(alive_r);
     drop(status_w);
-    if let Some(p) = &cgroup {
-        if let Err(e) = crate::cgroup::place(p, pid) {
-            // SAFETY: killing the init we just forked; it has not started any setup yet.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            crate::cgroup::remove(cgroup);
-            return Err(e);
-        }
+    if let Some(Err(e)) = cgroup.as_ref().map(|p| crate::cgroup::place(p, pid)) {
+        // SAFETY: killing the init we just forked; it is still waiting for the go byte.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        crate::cgroup::remove(cgroup);
+        return Err(e);
     }
     // The go byte: init proceeds only once it is placed.
     let mut alive_w = std::fs::File::from(alive_w);
@@ -267,6 +268,7 @@ fn wait_relay(child: libc::pid_t, _chld: i32, set: &libc::sigset_t) -> i32 {
 /// Process B, pid 1 of the new pid namespace.
 fn init(
     policy: &Policy,
+    grants: &[crate::mounts::Grant],
     argv: &[OsString],
     alive_r: OwnedFd,
     status_w: OwnedFd,
@@ -285,7 +287,7 @@ fn init(
         unsafe { libc::_exit(EXIT_SETUP) }
     }
 
-    crate::mounts::build_root(policy)?;
+    crate::mounts::build_root(policy, grants)?;
     let host = HOSTNAME.as_bytes();
     // SAFETY: sethostname reads `host.len()` bytes from the slice.
     check(
@@ -413,7 +415,8 @@ fn drop_capabilities() -> Result<(), String> {
     // SAFETY: prctl/capset with integer arguments and local structs.
     unsafe {
         for cap in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap) != 0 && *libc::__errno_location() == libc::EINVAL
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap) != 0
+                && *libc::__errno_location() == libc::EINVAL
             {
                 break;
             }

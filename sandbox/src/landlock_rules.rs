@@ -54,10 +54,14 @@ pub(crate) fn restrict(policy: &Policy) -> Result<(), String> {
             .map_err(e("scope"))?;
     }
     let mut rs = rs.create().map_err(e("create"))?;
-    let fd = |p: &Path| PathFd::new(p).map_err(|err| format!("landlock open {}: {err}", p.display()));
+    let fd =
+        |p: &Path| PathFd::new(p).map_err(|err| format!("landlock open {}: {err}", p.display()));
 
     rs = rs
-        .add_rule(PathBeneath::new(fd(Path::new("/"))?, AccessFs::from_read(abi)))
+        .add_rule(PathBeneath::new(
+            fd(Path::new("/"))?,
+            AccessFs::from_read(abi),
+        ))
         .map_err(e("rule /"))?;
     let mut writable: Vec<&Path> = vec![Path::new("/tmp"), Path::new("/dev/shm")];
     if policy.workspace_writable {
@@ -69,7 +73,14 @@ pub(crate) fn restrict(policy: &Policy) -> Result<(), String> {
             .add_rule(PathBeneath::new(fd(p)?, AccessFs::from_all(abi)))
             .map_err(e("rule rw"))?;
     }
-    let mut devices = vec!["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+    let mut devices = vec![
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/random",
+        "/dev/urandom",
+        "/dev/tty",
+    ];
     if policy.allow_pty {
         devices.push("/dev/pts");
     }
@@ -83,12 +94,10 @@ pub(crate) fn restrict(policy: &Policy) -> Result<(), String> {
             .add_rule(PathBeneath::new(fd(Path::new(d))?, access))
             .map_err(e("rule dev"))?;
     }
-    if n >= 4 {
-        if let NetPolicy::Proxy { listen_port, .. } = &policy.net {
-            rs = rs
-                .add_rule(NetPort::new(*listen_port, AccessNet::ConnectTcp))
-                .map_err(e("rule port"))?;
-        }
+    if let (true, NetPolicy::Proxy { listen_port, .. }) = (n >= 4, &policy.net) {
+        rs = rs
+            .add_rule(NetPort::new(*listen_port, AccessNet::ConnectTcp))
+            .map_err(e("rule port"))?;
     }
     let status = rs.restrict_self().map_err(e("restrict_self"))?;
     if status.ruleset != RulesetStatus::FullyEnforced {

@@ -17,7 +17,9 @@ const OLD: &str = "/oldroot";
 
 /// System directories bound read-only when present (symlinks, as on merged-/usr systems, are
 /// recreated as symlinks).
-const SYSTEM: [&str; 7] = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+const SYSTEM: [&str; 7] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
 
 /// `/etc` entries programs need: the dynamic loader, name-service switch, time zone, TLS roots,
 /// Debian alternatives, protocol tables. Credentials (`shadow`, `gshadow`, `sudoers`, `ssh`) are
@@ -143,64 +145,98 @@ fn old(p: &Path) -> PathBuf {
     Path::new(OLD).join(rel)
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
+/// How a path is exposed inside the sandbox.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(crate) enum Kind {
     ReadOnly,
     ReadWrite,
     Device,
 }
 
-/// Binds host path `host` (seen under the old root) at the same path in the new root.
-/// Missing optional sources are skipped; missing mandatory ones are errors.
-fn bind(host: &Path, kind: Kind, mandatory: bool) -> Result<(), String> {
+/// A policy path to expose: `dst` is the path the policy names (and the sandbox sees), `src`
+/// its canonical host path, resolved before the namespaces are entered so that symlinked
+/// parents (`/var/run -> /run`) resolve against the host root, not the new one.
+#[derive(Debug)]
+pub(crate) struct Grant {
+    src: PathBuf,
+    dst: PathBuf,
+    kind: Kind,
+}
+
+/// Resolves the policy's workspace, granted paths and proxy socket directory on the host.
+pub(crate) fn resolve_grants(policy: &Policy) -> Result<Vec<Grant>, String> {
+    let mut wanted: Vec<(PathBuf, Kind)> = Vec::new();
+    wanted.push((
+        policy.workspace.clone(),
+        if policy.workspace_writable {
+            Kind::ReadWrite
+        } else {
+            Kind::ReadOnly
+        },
+    ));
+    wanted.extend(policy.read_only.iter().map(|p| (p.clone(), Kind::ReadOnly)));
+    wanted.extend(
+        policy
+            .read_write
+            .iter()
+            .map(|p| (p.clone(), Kind::ReadWrite)),
+    );
+    if let NetPolicy::Proxy { unix_socket, .. } = &policy.net {
+        let dir = unix_socket
+            .parent()
+            .ok_or("the proxy socket path has no parent directory")?;
+        wanted.push((dir.to_path_buf(), Kind::ReadOnly));
+    }
+    // Parents before children, so nested grants land on top of their parents.
+    wanted.sort_by_key(|(p, _)| p.components().count());
+    wanted
+        .into_iter()
+        .map(|(dst, kind)| {
+            let src = std::fs::canonicalize(&dst)
+                .map_err(|e| format!("cannot expose {}: {e}", dst.display()))?;
+            Ok(Grant { src, dst, kind })
+        })
+        .collect()
+}
+
+/// Binds host path `host` (seen under the old root) at `dst` in the new root. Missing optional
+/// sources are skipped; missing mandatory ones are errors. Symlinks among the optional system
+/// paths (merged /usr) are recreated as symlinks.
+fn bind(host: &Path, dst: &Path, kind: Kind, mandatory: bool) -> Result<(), String> {
     let src = old(host);
     let meta = match std::fs::symlink_metadata(&src) {
         Ok(m) => m,
-        Err(e) if !mandatory => {
-            let _ = e;
-            return Ok(());
-        }
+        Err(_) if !mandatory => return Ok(()),
         Err(e) => return Err(format!("cannot expose {}: {e}", host.display())),
     };
-    if let Some(parent) = host.parent() {
+    if let Some(parent) = dst.parent() {
         mkdir_p(parent)?;
     }
     if meta.file_type().is_symlink() {
-        if mandatory {
-            return Err(format!(
-                "{} is a symlink; grant the path it resolves to instead",
-                host.display()
-            ));
-        }
-        let target = std::fs::read_link(&src).map_err(|e| format!("readlink {}: {e}", host.display()))?;
-        if std::fs::symlink_metadata(host).is_err() {
-            std::os::unix::fs::symlink(&target, host)
-                .map_err(|e| format!("symlink {}: {e}", host.display()))?;
+        let target =
+            std::fs::read_link(&src).map_err(|e| format!("readlink {}: {e}", host.display()))?;
+        if std::fs::symlink_metadata(dst).is_err() {
+            std::os::unix::fs::symlink(&target, dst)
+                .map_err(|e| format!("symlink {}: {e}", dst.display()))?;
         }
         return Ok(());
     }
-    if std::fs::symlink_metadata(host).is_err() {
+    if std::fs::symlink_metadata(dst).is_err() {
         if meta.is_dir() {
-            mkdir_p(host)?;
+            mkdir_p(dst)?;
         } else {
-            std::fs::File::create(host)
-                .map_err(|e| format!("cannot create mount point {}: {e}", host.display()))?;
+            std::fs::File::create(dst)
+                .map_err(|e| format!("cannot create mount point {}: {e}", dst.display()))?;
         }
     }
     let src_s = src.to_string_lossy();
-    mount(
-        Some(&src_s),
-        host,
-        None,
-        libc::MS_BIND | libc::MS_REC,
-        None,
-    )?;
+    mount(Some(&src_s), dst, None, libc::MS_BIND | libc::MS_REC, None)?;
     let attrs = match kind {
         Kind::ReadOnly => MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         Kind::ReadWrite => MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         Kind::Device => MOUNT_ATTR_NOSUID,
     };
-    setattr(host, attrs, true)
+    setattr(dst, attrs, true)
 }
 
 fn pivot(new_root: &str, put_old: &str) -> Result<(), String> {
@@ -244,7 +280,7 @@ fn synth_etc() -> Result<(), String> {
 
 /// Builds the new root and pivots into it. On return the process's root is the sandbox root,
 /// the host root is detached, and `/` is read-only.
-pub(crate) fn build_root(policy: &Policy) -> Result<(), String> {
+pub(crate) fn build_root(policy: &Policy, grants: &[Grant]) -> Result<(), String> {
     let root = Path::new("/");
     mount(None, root, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     // The new root is a tmpfs mounted over /tmp of this (private) mount namespace; after the
@@ -263,17 +299,19 @@ pub(crate) fn build_root(policy: &Policy) -> Result<(), String> {
     std::env::set_current_dir("/").map_err(|e| format!("chdir /: {e}"))?;
 
     for s in SYSTEM {
-        bind(Path::new(s), Kind::ReadOnly, false)?;
+        bind(Path::new(s), Path::new(s), Kind::ReadOnly, false)?;
     }
     mkdir_p(Path::new("/etc"))?;
     for e in ETC {
-        bind(&Path::new("/etc").join(e), Kind::ReadOnly, false)?;
+        let p = Path::new("/etc").join(e);
+        bind(&p, &p, Kind::ReadOnly, false)?;
     }
     // Debian's python reads /etc/python3.X/sitecustomize.py.
     if let Ok(rd) = std::fs::read_dir(old(Path::new("/etc"))) {
         for ent in rd.flatten() {
             if ent.file_name().as_bytes().starts_with(b"python") {
-                bind(&Path::new("/etc").join(ent.file_name()), Kind::ReadOnly, false)?;
+                let p = Path::new("/etc").join(ent.file_name());
+                bind(&p, &p, Kind::ReadOnly, false)?;
             }
         }
     }
@@ -290,7 +328,8 @@ pub(crate) fn build_root(policy: &Policy) -> Result<(), String> {
         Some("mode=0755,size=64k"),
     )?;
     for d in DEVICES {
-        bind(&dev.join(d), Kind::Device, true)?;
+        let p = dev.join(d);
+        bind(&p, &p, Kind::Device, true)?;
     }
     for (name, target) in [
         ("fd", "/proc/self/fd"),
@@ -351,7 +390,11 @@ pub(crate) fn build_root(policy: &Policy) -> Result<(), String> {
         if p.exists() {
             let s = p.to_string_lossy();
             mount(Some(&s), p, None, libc::MS_BIND | libc::MS_REC, None)?;
-            setattr(p, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true)?;
+            setattr(
+                p,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                true,
+            )?;
         }
     }
 
@@ -366,27 +409,9 @@ pub(crate) fn build_root(policy: &Policy) -> Result<(), String> {
         Some(&tmp_opts),
     )?;
 
-    // Policy paths, parents before children so nested grants land on top.
-    let mut grants: Vec<(PathBuf, Kind)> = Vec::new();
-    grants.push((
-        policy.workspace.clone(),
-        if policy.workspace_writable {
-            Kind::ReadWrite
-        } else {
-            Kind::ReadOnly
-        },
-    ));
-    grants.extend(policy.read_only.iter().map(|p| (p.clone(), Kind::ReadOnly)));
-    grants.extend(policy.read_write.iter().map(|p| (p.clone(), Kind::ReadWrite)));
-    if let NetPolicy::Proxy { unix_socket, .. } = &policy.net {
-        let dir = unix_socket
-            .parent()
-            .ok_or("the proxy socket path has no parent directory")?;
-        grants.push((dir.to_path_buf(), Kind::ReadOnly));
-    }
-    grants.sort_by_key(|(p, _)| p.components().count());
-    for (p, kind) in &grants {
-        bind(p, *kind, true)?;
+    // Policy paths (resolved on the host before the namespaces were entered).
+    for g in grants {
+        bind(&g.src, &g.dst, g.kind, true)?;
     }
 
     // Detach the host and seal the root.
@@ -396,6 +421,10 @@ pub(crate) fn build_root(policy: &Policy) -> Result<(), String> {
         return Err(err("umount /oldroot".into()));
     }
     std::fs::remove_dir(OLD).map_err(|e| format!("rmdir /oldroot: {e}"))?;
-    setattr(root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)?;
+    setattr(
+        root,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        false,
+    )?;
     Ok(())
 }

@@ -25,7 +25,10 @@ pub(crate) fn loopback_up() -> Result<(), String> {
     // SAFETY: a datagram socket used only for the two interface ioctls below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
-        return Err(format!("socket for lo: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "socket for lo: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     let mut req = IfReq {
         name: [0; 16],
@@ -83,7 +86,10 @@ pub(crate) fn spawn_forwarder(unix_socket: &Path, port: u16) -> Result<(), Strin
     // SAFETY: the init process is single-threaded, so the child may run arbitrary code.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(format!("fork forwarder: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "fork forwarder: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     if pid == 0 {
         let keep = listener.as_raw_fd() as u32;
@@ -96,11 +102,9 @@ pub(crate) fn spawn_forwarder(unix_socket: &Path, port: u16) -> Result<(), Strin
             }
             libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
         }
-        for conn in listener.incoming() {
-            if let Ok(tcp) = conn {
-                let sock = sock.clone();
-                std::thread::spawn(move || relay(tcp, &sock));
-            }
+        for tcp in listener.incoming().flatten() {
+            let sock = sock.clone();
+            std::thread::spawn(move || relay(tcp, &sock));
         }
         // SAFETY: the accept loop only ends if the listener fails; end the helper.
         unsafe { libc::_exit(0) }

@@ -309,7 +309,10 @@ impl PolicyBuilder {
         };
         let visible = cwd.starts_with(&workspace)
             || cwd.starts_with("/tmp")
-            || read_only.iter().chain(&read_write).any(|p| cwd.starts_with(p));
+            || read_only
+                .iter()
+                .chain(&read_write)
+                .any(|p| cwd.starts_with(p));
         if !visible {
             return Err(PolicyError::CwdNotVisible(cwd));
         }
@@ -538,7 +541,7 @@ impl Policy {
     /// Decodes the value of [`POLICY_ENV`].
     pub fn from_env_value(v: &OsStr) -> Result<Policy, PolicyError> {
         let s = v.as_bytes();
-        if s.len() % 2 != 0 {
+        if !s.len().is_multiple_of(2) {
             return Err(PolicyError::Decode("odd hex length"));
         }
         let nib = |c: u8| match c {

@@ -96,10 +96,7 @@ impl fmt::Display for HostSupport {
         show(f, "user namespaces", &self.user_namespaces, "")?;
         show(f, "pivot_root", &self.pivot_root, "")?;
         let abi = match &self.landlock_abi {
-            Ok(a) => format!(
-                " (ABI {a}; enforcing ABI {})",
-                (*a).min(MAX_LANDLOCK_ABI)
-            ),
+            Ok(a) => format!(" (ABI {a}; enforcing ABI {})", (*a).min(MAX_LANDLOCK_ABI)),
             Err(_) => String::new(),
         };
         show(f, "landlock", &self.landlock_abi, &abi)?;
@@ -123,7 +120,9 @@ impl fmt::Display for HostSupport {
 }
 
 fn read_sysctl(path: &str) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// Landlock ABI version via `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`.

@@ -89,7 +89,12 @@ const ALLOWED_FAMILIES: [u64; 3] = [
     libc::AF_INET6 as u64,
 ];
 
-fn cond(arg: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, v: u64) -> Result<SeccompCondition, String> {
+fn cond(
+    arg: u8,
+    len: SeccompCmpArgLen,
+    op: SeccompCmpOp,
+    v: u64,
+) -> Result<SeccompCondition, String> {
     SeccompCondition::new(arg, len, op, v).map_err(|e| format!("seccomp condition: {e}"))
 }
 
@@ -147,8 +152,8 @@ pub(crate) fn filters() -> Result<Vec<BpfProgram>, String> {
     deny.insert(
         libc::SYS_ioctl,
         vec![
-            rule(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::TIOCSTI as u64)?])?,
-            rule(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::TIOCLINUX as u64)?])?,
+            rule(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::TIOCSTI)?])?,
+            rule(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::TIOCLINUX)?])?,
         ],
     );
     let mut fam = Vec::new();

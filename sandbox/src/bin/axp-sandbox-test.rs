@@ -13,14 +13,19 @@ const USAGE: &str = "usage:
   axp-sandbox-test check
   axp-sandbox-test run --workspace DIR [--ro] [--allow-read P]... [--allow-write P]...
       [--proxy SOCKET:PORT] [--env K=V]... [--cwd DIR] [--procs N] [--memory BYTES]
-      [--fsize BYTES] [--nofile N] [--cpu SECS] [--tmp-size BYTES] [--pty] -- CMD ARGS...";
+      [--fsize BYTES] [--nofile N] [--cpu SECS] [--tmp-size BYTES] [--pty]
+      [--print-policy] -- CMD ARGS...
+  (--print-policy prints the AXP_SANDBOX_POLICY value instead of running, for bench.sh)";
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == EXEC_ARG) {
         axp_sandbox::exec_main(&args);
     }
-    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     match args.get(1).map(String::as_str) {
         Some("check") => {
             let host = axp_sandbox::probe();
@@ -63,6 +68,7 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     let mut limits = Limits::default();
     let mut tmp_size = None;
     let mut pty = false;
+    let mut print_policy = false;
     let mut cmd = Vec::new();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -73,7 +79,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             "--proxy" => {
                 let v = it.next().ok_or("--proxy needs SOCKET:PORT")?;
                 let (s, p) = v.rsplit_once(':').ok_or("--proxy needs SOCKET:PORT")?;
-                proxy = Some((PathBuf::from(s), p.parse::<u16>().map_err(|e| e.to_string())?));
+                proxy = Some((
+                    PathBuf::from(s),
+                    p.parse::<u16>().map_err(|e| e.to_string())?,
+                ));
             }
             "--env" => {
                 let v = it.next().ok_or("--env needs K=V")?;
@@ -88,6 +97,7 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             "--cpu" => limits.cpu_secs = Some(num(it.next(), "--cpu")?),
             "--tmp-size" => tmp_size = Some(num(it.next(), "--tmp-size")?),
             "--pty" => pty = true,
+            "--print-policy" => print_policy = true,
             "--" => {
                 cmd.extend(it.by_ref().cloned());
             }
@@ -121,6 +131,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         b = b.tmp_size(t);
     }
     let policy = b.build().map_err(|e| e.to_string())?;
+    if print_policy {
+        println!("{}", policy.to_env_value().to_string_lossy());
+        return Ok(ExitCode::SUCCESS);
+    }
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let status = axp_sandbox::run(&exe, &policy, &cmd).map_err(|e| e.to_string())?;
     use std::os::unix::process::ExitStatusExt;

@@ -72,15 +72,11 @@ impl Runner {
             }
             Runner::Unprivileged { bin } => {
                 let mut c = Command::new("setpriv");
-                c.args([
-                    "--reuid=65534",
-                    "--regid=65534",
-                    "--clear-groups",
-                ])
-                .arg(bin)
-                .arg("run")
-                .arg("--workspace")
-                .arg(ws);
+                c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                    .arg(bin)
+                    .arg("run")
+                    .arg("--workspace")
+                    .arg(ws);
                 if ro {
                     c.arg("--ro");
                 }
@@ -200,10 +196,11 @@ pub(crate) fn run_attack(runner: &Runner, attack: &Value) -> Result<(), String> 
     if all.contains("axp-sandbox:") {
         return Err(format!("sandbox setup failed, not the attack\n{}", ctx()));
     }
-    if let Some(code) = expect["exit"].as_i64() {
-        if out.code() != Some(code as i32) {
-            return Err(format!("expected exit {code}\n{}", ctx()));
-        }
+    if let Some(code) = expect["exit"]
+        .as_i64()
+        .filter(|c| out.code() != Some(*c as i32))
+    {
+        return Err(format!("expected exit {code}\n{}", ctx()));
     }
     if let Some(any) = expect["output_any"].as_array() {
         let wanted: Vec<String> = any
@@ -224,9 +221,14 @@ pub(crate) fn run_attack(runner: &Runner, attack: &Value) -> Result<(), String> 
     }
     if let Some(fa) = expect.get("file_absent_after") {
         let path = subst(fa["path"].as_str().unwrap_or_default(), &f);
-        std::thread::sleep(Duration::from_millis(fa["wait_ms"].as_u64().unwrap_or(1000)));
+        std::thread::sleep(Duration::from_millis(
+            fa["wait_ms"].as_u64().unwrap_or(1000),
+        ));
         if Path::new(&path).exists() {
-            return Err(format!("{path} appeared: a process outlived its job\n{}", ctx()));
+            return Err(format!(
+                "{path} appeared: a process outlived its job\n{}",
+                ctx()
+            ));
         }
     }
     if let Some(mut other) = f.other_job.take() {
@@ -324,4 +326,3 @@ attacks!(
     init_module,
     read_dev_kmsg,
 );
-

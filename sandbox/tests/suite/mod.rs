@@ -94,13 +94,12 @@ pub(crate) fn sandboxed(policy: &Policy, argv: &[&str]) -> Outcome {
     run_cmd(cmd, 30)
 }
 
-/// A fresh temporary workspace, world-readable so the unprivileged tests can use it too.
+/// A fresh temporary workspace (the unprivileged tests chown it to 65534).
 pub(crate) fn workspace() -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
+    tempfile::Builder::new()
         .prefix("axp-ws-")
         .tempdir()
-        .expect("tempdir");
-    d
+        .expect("tempdir")
 }
 
 pub(crate) fn signal_of(o: &Outcome) -> Option<i32> {

@@ -36,8 +36,14 @@ fn encoding_round_trips() {
 fn builder_compiles_grants() {
     let p = sample();
     assert!(p.workspace_writable);
-    assert_eq!(p.read_only, vec![std::path::PathBuf::from("/root/.pyenv/versions/3.11.7")]);
-    assert_eq!(p.read_write, vec![std::path::PathBuf::from("/var/cache/axp")]);
+    assert_eq!(
+        p.read_only,
+        vec![std::path::PathBuf::from("/root/.pyenv/versions/3.11.7")]
+    );
+    assert_eq!(
+        p.read_write,
+        vec![std::path::PathBuf::from("/var/cache/axp")]
+    );
     assert_eq!(p.cwd, std::path::PathBuf::from("/work/ws"));
     let ro = Policy::builder("/w").build().expect("policy");
     assert!(!ro.workspace_writable);

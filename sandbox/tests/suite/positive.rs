@@ -19,7 +19,10 @@ fn writes_in_workspace_are_visible_on_host() {
     let ws = workspace();
     let p = policy(ws.path()).build().expect("policy");
     let file = ws.path().join("out.txt");
-    let o = sandboxed(&p, &["sh", "-c", &format!("echo hello > {}", file.display())]);
+    let o = sandboxed(
+        &p,
+        &["sh", "-c", &format!("echo hello > {}", file.display())],
+    );
     ok(&o);
     assert_eq!(std::fs::read_to_string(file).expect("read"), "hello\n");
 }
@@ -28,9 +31,19 @@ fn writes_in_workspace_are_visible_on_host() {
 fn reads_usr() {
     let ws = workspace();
     let p = policy(ws.path()).build().expect("policy");
-    let o = sandboxed(&p, &["sh", "-c", "ls /usr/bin | grep -x python3 && head -c 4 /usr/bin/env | od -c | head -1"]);
+    let o = sandboxed(
+        &p,
+        &[
+            "sh",
+            "-c",
+            "ls /usr/bin | grep -x python3 && head -c 4 /usr/bin/env | od -c | head -1",
+        ],
+    );
     ok(&o);
-    assert!(o.stdout.contains("python3") && o.stdout.contains("E   L   F"), "{o:?}");
+    assert!(
+        o.stdout.contains("python3") && o.stdout.contains("E   L   F"),
+        "{o:?}"
+    );
 }
 
 /// The pyenv install (`/root/.pyenv/versions/<v>`), exposed read-only as the gateway does for
@@ -47,7 +60,9 @@ fn pyenv_python() -> PathBuf {
                 root.join(&v).join("bin/python3").exists().then_some(v)
             })
         })
-        .expect("no pyenv python3 under /root/.pyenv/versions (install one with `pyenv install 3.11`)");
+        .expect(
+            "no pyenv python3 under /root/.pyenv/versions (install one with `pyenv install 3.11`)",
+        );
     root.join(version)
 }
 
@@ -92,10 +107,20 @@ fn creates_files_in_private_tmp() {
     let ws = workspace();
     let p = policy(ws.path()).build().expect("policy");
     let marker = format!("axp-private-tmp-{}", std::process::id());
-    let o = sandboxed(&p, &["sh", "-c", &format!("echo x > /tmp/{marker} && cat /tmp/{marker}")]);
+    let o = sandboxed(
+        &p,
+        &[
+            "sh",
+            "-c",
+            &format!("echo x > /tmp/{marker} && cat /tmp/{marker}"),
+        ],
+    );
     ok(&o);
     assert_eq!(o.stdout.trim(), "x");
-    assert!(!PathBuf::from("/tmp").join(&marker).exists(), "sandbox /tmp leaked to the host");
+    assert!(
+        !PathBuf::from("/tmp").join(&marker).exists(),
+        "sandbox /tmp leaked to the host"
+    );
 }
 
 #[test]
@@ -103,7 +128,9 @@ fn stdio_pipes_through_the_sandbox() {
     let ws = workspace();
     let p = policy(ws.path()).build().expect("policy");
     let mut cmd = axp_sandbox::command(&bin(), &p, &["cat".to_string()]).expect("command");
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn");
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(b"{\"jsonrpc\":\"2.0\"}\n").expect("write");
@@ -157,7 +184,9 @@ fn sigterm_to_exec_process_reaches_the_target() {
     let script = "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done";
     let mut cmd =
         axp_sandbox::command(&bin(), &p, &["sh".into(), "-c".into(), script.into()]).expect("cmd");
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
     let mut child = cmd.spawn().expect("spawn");
     std::thread::sleep(Duration::from_millis(400));
     // SAFETY: signalling our own child.
@@ -175,13 +204,18 @@ fn killing_the_exec_process_kills_the_whole_job() {
     let script = format!("sleep 1; touch {}", marker.display());
     let mut cmd =
         axp_sandbox::command(&bin(), &p, &["sh".into(), "-c".into(), script]).expect("cmd");
-    cmd.stdout(Stdio::null()).stderr(Stdio::null()).stdin(Stdio::null());
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .stdin(Stdio::null());
     let mut child = cmd.spawn().expect("spawn");
     std::thread::sleep(Duration::from_millis(300));
     child.kill().expect("SIGKILL the exec process");
     child.wait().expect("wait");
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(!marker.exists(), "the job survived the death of its exec process");
+    assert!(
+        !marker.exists(),
+        "the job survived the death of its exec process"
+    );
 }
 
 #[test]

@@ -25,8 +25,16 @@ fn check_prints_the_layers() {
     c.arg("check");
     let o = run_cmd(c, 10);
     assert_eq!(o.code(), Some(0), "{o:?}");
-    for needle in ["user namespaces  yes", "landlock         yes (ABI", "tier kernel-lsm: available"] {
-        assert!(o.stdout.contains(needle), "missing {needle:?} in:\n{}", o.stdout);
+    for needle in [
+        "user namespaces  yes",
+        "landlock         yes (ABI",
+        "tier kernel-lsm: available",
+    ] {
+        assert!(
+            o.stdout.contains(needle),
+            "missing {needle:?} in:\n{}",
+            o.stdout
+        );
     }
 }
 
@@ -47,7 +55,8 @@ fn probe_reports_forbidden_user_namespaces_with_the_reason() {
     assert_ne!(o.code(), Some(99), "could not set up the simulation: {o:?}");
     assert_eq!(o.code(), Some(1), "{o:?}");
     assert!(
-        o.stdout.contains("user namespaces  NO — sysctl user.max_user_namespaces = 0"),
+        o.stdout
+            .contains("user namespaces  NO — sysctl user.max_user_namespaces = 0"),
         "{}",
         o.stdout
     );

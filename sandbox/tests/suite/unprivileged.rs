@@ -42,7 +42,11 @@ fn copy_bin() -> PathBuf {
 fn chown_nobody(p: &std::path::Path) {
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("path");
     // SAFETY: chown on a NUL-terminated path we own.
-    assert_eq!(unsafe { libc::chown(c.as_ptr(), NOBODY, NOBODY) }, 0, "chown");
+    assert_eq!(
+        unsafe { libc::chown(c.as_ptr(), NOBODY, NOBODY) },
+        0,
+        "chown"
+    );
 }
 
 #[test]
@@ -65,9 +69,16 @@ fn unprivileged_user_runs_the_sandbox() {
     assert_eq!(o.code(), Some(0), "{o:?}");
     let lines: Vec<&str> = o.stdout.lines().collect();
     assert_eq!(lines[..3], ["65534", "100", "4"], "{o:?}");
-    assert!(o.stdout.contains("NoNewPrivs:\t1") && o.stdout.contains("Seccomp:\t2"), "{o:?}");
+    assert!(
+        o.stdout.contains("NoNewPrivs:\t1") && o.stdout.contains("Seccomp:\t2"),
+        "{o:?}"
+    );
     let meta = std::fs::metadata(&out).expect("file written in the workspace");
-    assert_eq!(meta.uid(), NOBODY, "the file keeps the user's uid on the host");
+    assert_eq!(
+        meta.uid(),
+        NOBODY,
+        "the file keeps the user's uid on the host"
+    );
 }
 
 #[test]
