@@ -435,9 +435,9 @@ impl Shared {
             Ok(_) => self.http(&mut s, buf, permit.is_some(), rec).await,
         };
         if let Err((code, detail)) = res {
-            if rec.decision.is_empty() {
-                rec.decision = if code == "upstream_failed" { "error" } else { "deny" };
-            }
+            // A refusal after the allow decision (a tunnel's first bytes failed their check)
+            // turns the record into a denial.
+            rec.decision = if code == "upstream_failed" { "error" } else { "deny" };
             rec.reason = code;
             rec.detail = detail;
         }
@@ -718,6 +718,9 @@ impl Shared {
 
     /// Checks the first bytes of a tunnel. `Ok(None)`: need more bytes. `Ok(Some(kind))`: pass.
     fn inspect(&self, target: &Target, b: &[u8]) -> Result<Option<&'static str>, Refuse> {
+        if b.is_empty() {
+            return Ok(None);
+        }
         if b.first() == Some(&22) {
             return match tls::parse_client_hello(b) {
                 HelloParse::NeedMore if b.len() > tls::MAX_HELLO + 1024 => {

@@ -1,0 +1,79 @@
+//! Limits: the per-instance (= per-session) connection cap, byte budget and idle timeout. Each
+//! exhaustion is refused with its own audit reason.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::fixtures::*;
+
+#[tokio::test]
+async fn the_byte_budget_cuts_a_download_and_refuses_what_follows() {
+    let dns = Dns::start().await;
+    let up = Upstream::start(UP_IP, 0, "plain").await;
+    let mut cfg = config(&dns, GRANTS, &[], true);
+    cfg.max_bytes = Some(20_000);
+    let p = TestProxy::start(cfg).await;
+    let url = format!("http://bulk.test:{}/bytes/100000", up.addr.port());
+    let (_, out, _) = curl(&["-x", &proxy_url(p.addr), &url]).await;
+    assert!(out.len() < 20_000, "{}", out.len());
+    let r = p.record(0).await;
+    assert_eq!((r["decision"].as_str(), r["end"].as_str()), (Some("allow"), Some("byte_limit")), "{r}");
+    let total = r["bytes_up"].as_u64().unwrap() + r["bytes_down"].as_u64().unwrap();
+    assert_eq!(total, 20_000, "{r}");
+    let (_, out, _) = curl(&["-x", &proxy_url(p.addr), "-w", "%{http_code}", "-o", "/dev/null", &url]).await;
+    assert_eq!(out, "503");
+    p.assert_denied(1, "byte_limit").await;
+}
+
+#[tokio::test]
+async fn the_connection_cap_refuses_the_next_connection() {
+    let dns = Dns::start().await;
+    let up = Upstream::start(UP_IP, 0, "plain").await;
+    let mut cfg = config(&dns, GRANTS, &[], true);
+    cfg.max_connections = 2;
+    let p = TestProxy::start(cfg).await;
+    let port = up.addr.port();
+    // Two tunnels held open (the upstream waits for a request that never comes).
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(p.addr).await.unwrap();
+        s.write_all(format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+        let mut resp = [0u8; 39];
+        s.read_exact(&mut resp).await.unwrap();
+        assert!(resp.starts_with(b"HTTP/1.1 200"));
+        held.push(s);
+    }
+    let st = raw_status(p.addr, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n")).await;
+    assert!(st.starts_with("HTTP/1.1 503"), "{st}");
+    p.assert_denied(2, "connection_limit").await;
+    drop(held);
+    // Once they close, a new connection is accepted again.
+    p.wait_records(3).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let url = format!("http://allowed.test:{port}/again");
+    let (code, out, err) = curl(&["-x", &proxy_url(p.addr), &url]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("/again"));
+}
+
+#[tokio::test]
+async fn an_idle_tunnel_is_closed() {
+    let dns = Dns::start().await;
+    let up = Upstream::start(UP_IP, 0, "plain").await;
+    let mut cfg = config(&dns, GRANTS, &[], true);
+    cfg.idle_timeout = Duration::from_millis(300);
+    let p = TestProxy::start(cfg).await;
+    let mut s = TcpStream::connect(p.addr).await.unwrap();
+    s.write_all(format!("CONNECT allowed.test:{} HTTP/1.1\r\n\r\n", up.addr.port()).as_bytes())
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let r = p.record(0).await;
+    assert_eq!(r["end"], "idle_timeout", "{r}");
+}

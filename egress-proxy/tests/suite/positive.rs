@@ -1,0 +1,184 @@
+//! Granted traffic works: plain HTTP, HTTPS through CONNECT, SOCKS5 with proxy-side resolution,
+//! python's urllib, the binary over TCP and a UNIX socket with metrics, and a chunked upload.
+//! Each positive path needs the loopback waiver (the upstreams live on 127.0.0.x); the last
+//! test shows the same target is refused without it.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::fixtures::*;
+
+#[tokio::test]
+async fn http_absolute_form_reaches_a_granted_host_with_curl() {
+    let dns = Dns::start().await;
+    let up = Upstream::start(UP_IP, 0, "plain").await;
+    let p = TestProxy::default_for(&dns).await;
+    let url = format!("http://allowed.test:{}/hello", up.addr.port());
+    let (code, out, err) = curl(&["-x", &proxy_url(p.addr), &url]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, format!("upstream plain: /hello host=allowed.test:{}\n", up.addr.port()));
+    let r = p.record(0).await;
+    assert_eq!(r["decision"], "allow");
+    assert_eq!(r["reason"], "granted");
+    assert_eq!(r["proto"], "http");
+    assert_eq!(r["addr"], up.addr.to_string());
+    assert!(r["bytes_down"].as_u64().unwrap() > 40, "{r}");
+    // The upstream got origin-form with Connection: close and no proxy headers.
+    let raw = String::from_utf8(up.seen.raw.lock().unwrap()[0].clone()).unwrap();
+    assert!(raw.starts_with("GET /hello HTTP/1.1\r\n"), "{raw}");
+    assert!(raw.contains("Connection: close\r\n"), "{raw}");
+    assert!(!raw.to_ascii_lowercase().contains("proxy-"), "{raw}");
+}
+
+#[tokio::test]
+async fn https_through_connect_reaches_a_granted_host_with_curl() {
+    let dns = Dns::start().await;
+    let tls = TlsUpstream::start().await;
+    let p = TestProxy::default_for(&dns).await;
+    let url = format!("https://allowed.test:{}/secure", tls.addr.port());
+    let cacert = tls.cert_pem.to_str().unwrap();
+    let (code, out, err) = curl(&["-x", &proxy_url(p.addr), "--cacert", cacert, &url]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("upstream tls: /secure"), "{out}");
+    let r = p.record(0).await;
+    assert_eq!((r["proto"].as_str(), r["decision"].as_str()), (Some("connect"), Some("allow")));
+    assert_eq!(r["inner"], "tls");
+    assert_eq!(r["end"], "closed");
+}
+
+#[tokio::test]
+async fn socks5_hostname_reaches_a_granted_host_with_curl() {
+    let dns = Dns::start().await;
+    let up = Upstream::start(UP_IP, 0, "plain").await;
+    let tls = TlsUpstream::start().await;
+    let p = TestProxy::default_for(&dns).await;
+    let socks = format!("socks5h://{}", p.addr);
+    let url = format!("http://allowed.test:{}/s", up.addr.port());
+    let (code, out, err) = curl(&["-x", &socks, &url]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("upstream plain: /s"), "{out}");
+    let url = format!("https://allowed.test:{}/s", tls.addr.port());
+    let cacert = tls.cert_pem.to_str().unwrap();
+    let (code, out, err) = curl(&["-x", &socks, "--cacert", cacert, &url]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("upstream tls: /s"), "{out}");
+    let recs = p.wait_records(2).await;
+    for r in &recs {
+        assert_eq!((r["proto"].as_str(), r["decision"].as_str()), (Some("socks5"), Some("allow")), "{r}");
+    }
+    let inner: Vec<&str> = recs.iter().map(|r| r["inner"].as_str().unwrap()).collect();
+    assert!(inner.contains(&"http") && inner.contains(&"tls"), "{inner:?}");
+    // The proxy resolved the name itself: the zone saw the queries.
+    assert!(dns.a_queries("allowed.test") >= 2);
+}
+
+#[tokio::test]
+async fn python_urllib_uses_the_proxy() {
+    let dns = Dns::start().await;
+    let up = Upstream::start(UP_IP, 0, "plain").await;
+    let p = TestProxy::default_for(&dns).await;
+    let script = format!(
+        "import urllib.request as u\n\
+         o = u.build_opener(u.ProxyHandler({{'http': 'http://{}'}}))\n\
+         print(o.open('http://a.sub.test:{}/py', timeout=10).read().decode(), end='')\n",
+        p.addr,
+        up.addr.port()
+    );
+    let out = tokio::process::Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .await
+        .expect("python3 is required for this test");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("upstream plain: /py host=a.sub.test"), "{text}");
+    assert_eq!(p.record(0).await["detail"], "granted by `*.sub.test`");
+}
+
+#[tokio::test]
+async fn chunked_upload_is_forwarded_and_a_smuggled_request_is_not() {
+    let dns = Dns::start().await;
+    let up = Upstream::start(UP_IP, 0, "plain").await;
+    let p = TestProxy::default_for(&dns).await;
+    let port = up.addr.port();
+    let req = format!(
+        "POST http://allowed.test:{port}/up HTTP/1.1\r\nHost: allowed.test:{port}\r\nTransfer-Encoding: chunked\r\n\r\n\
+         5\r\nhello\r\n0\r\n\r\nGET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+    );
+    let out = raw(p.addr, req.as_bytes()).await;
+    assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 200 OK"));
+    let seen = String::from_utf8(up.seen.raw.lock().unwrap()[0].clone()).unwrap();
+    assert!(seen.ends_with("5\r\nhello\r\n0\r\n\r\n"), "{seen:?}");
+    assert!(!seen.contains("evil"), "{seen:?}");
+}
+
+#[tokio::test]
+async fn the_binary_serves_tcp_and_unix_sockets_and_metrics() {
+    let dns = Dns::start().await;
+    let up = Upstream::start(UP_IP, 0, "plain").await;
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("proxy.sock");
+    let audit = dir.path().join("audit.jsonl");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_axp-egress-proxy"))
+        .args(["--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--allow", "allowed.test"])
+        .args(["--listen-unix", sock.to_str().unwrap()])
+        .args(["--resolver", &dns.addr.to_string()])
+        .args(["--dangerously-allow-private", "127.0.0.0/8"])
+        .args(["--audit", audit.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while stdout.read(&mut b).await.unwrap() == 1 && b[0] != b'\n' {
+        line.push(b[0]);
+    }
+    let ready: serde_json::Value = serde_json::from_slice(&line).unwrap();
+    let addr = ready["listening"][0].as_str().unwrap().to_string();
+    let metrics = ready["metrics"].as_str().unwrap().to_string();
+    let url = format!("http://allowed.test:{}/tcp", up.addr.port());
+    let (code, out, err) = curl(&["-x", &format!("http://{addr}"), &url]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("upstream plain: /tcp"));
+    // Over the UNIX socket, as the sandbox's forwarder would connect.
+    let mut s = tokio::net::UnixStream::connect(&sock).await.unwrap();
+    let req = format!(
+        "GET http://allowed.test:{0}/unix HTTP/1.1\r\nHost: allowed.test:{0}\r\n\r\n",
+        up.addr.port()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).await.unwrap();
+    assert!(resp.contains("upstream plain: /unix"), "{resp}");
+    // A denial, then the counters.
+    let (_, code, _) = curl(&["-x", &format!("http://{addr}"), "-w", "%{http_code}", "-o", "/dev/null", "http://evil.test/"]).await;
+    assert_eq!(code, "403");
+    let (code, text, _) = curl(&[&format!("http://{metrics}/metrics")]).await;
+    assert_eq!(code, 0);
+    assert!(text.contains("axp_egress_attempts_total{decision=\"allow\",reason=\"granted\"} 2"), "{text}");
+    assert!(text.contains("axp_egress_attempts_total{decision=\"deny\",reason=\"not_granted\"} 1"), "{text}");
+    let lines = std::fs::read_to_string(&audit).unwrap();
+    assert!(lines.lines().any(|l| l.contains("\"client\":\"unix:")), "{lines}");
+    // SIGTERM stops it and removes the socket.
+    let pid = child.id().unwrap();
+    std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    let st = tokio::time::timeout(Duration::from_secs(5), child.wait()).await.unwrap().unwrap();
+    assert!(st.success());
+    assert!(!sock.exists());
+}
+
+#[tokio::test]
+async fn the_same_loopback_target_is_refused_without_the_waiver() {
+    let dns = Dns::start().await;
+    let up = Upstream::start(UP_IP, 0, "plain").await;
+    let p = TestProxy::start(config(&dns, GRANTS, &[], false)).await;
+    let url = format!("http://allowed.test:{}/hello", up.addr.port());
+    let (code, out, _) = curl(&["-x", &proxy_url(p.addr), "-w", "%{http_code}", "-o", "/dev/null", &url]).await;
+    assert_eq!((code, out.as_str()), (0, "403"));
+    let r = p.assert_denied(0, "refused_address").await;
+    assert!(r["detail"].as_str().unwrap().contains("loopback"), "{r}");
+    assert_eq!(up.seen.conns.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
