@@ -6,6 +6,13 @@
 //! built by the [`Launcher`] the gateway hands in, which is where the sandbox wraps it. A
 //! provider streams what a call produces into a [`JobSink`] and honours a cancellation token.
 
+pub mod bridge;
+pub mod cli;
+mod process;
+
+pub use bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOptions};
+pub use cli::{ArgvTemplate, CliProvider, CliToolConfig};
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
