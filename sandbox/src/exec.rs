@@ -397,9 +397,16 @@ fn resolve_program(arg0: &OsString, env: &[(OsString, OsString)], cwd: &Path) ->
 
 fn set_rlimit(res: libc::__rlimit_resource_t, v: Option<u64>, name: &str) -> Result<(), String> {
     let Some(v) = v else { return Ok(()) };
+    // For CPU the hard limit is one second later, so the job first gets SIGXCPU (which it may
+    // catch to clean up) and SIGKILL only after that.
+    let hard = if res == libc::RLIMIT_CPU {
+        v.saturating_add(1)
+    } else {
+        v
+    };
     let lim = libc::rlimit {
         rlim_cur: v,
-        rlim_max: v,
+        rlim_max: hard,
     };
     // SAFETY: setrlimit reads the local struct.
     check(

@@ -84,7 +84,7 @@ pub(crate) fn restrict(policy: &Policy) -> Result<(), String> {
     if policy.allow_pty {
         devices.push("/dev/pts");
     }
-    for d in devices {
+    for d in devices.into_iter().filter(|d| Path::new(d).exists()) {
         let access = if d == "/dev/pts" {
             AccessFs::from_read(abi) | AccessFs::from_file(abi)
         } else {

@@ -31,6 +31,33 @@ pub struct Layers {
     pub cgroups_reason: Option<String>,
 }
 
+impl fmt::Display for Layers {
+    /// One line for logs and `session.open`, e.g. `landlock ABI 6 (fs, tcp, scoping), seccomp,
+    /// namespaces user+mount+pid+ipc+uts+net+cgroup, cgroups no (reason)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = vec!["fs"];
+        if self.landlock_net {
+            parts.push("tcp");
+        }
+        if self.landlock_scoping {
+            parts.push("scoping");
+        }
+        write!(
+            f,
+            "landlock ABI {} ({}), seccomp{}, namespaces {}, cgroups ",
+            self.landlock_abi,
+            parts.join(", "),
+            if self.seccomp { "" } else { " OFF" },
+            self.namespaces.join("+")
+        )?;
+        match (&self.cgroups, &self.cgroups_reason) {
+            (true, _) => f.write_str("yes"),
+            (false, Some(r)) => write!(f, "no ({r})"),
+            (false, None) => f.write_str("no"),
+        }
+    }
+}
+
 /// Everything [`probe`] found out.
 #[derive(Debug, Clone)]
 pub struct HostSupport {

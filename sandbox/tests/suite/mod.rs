@@ -3,6 +3,7 @@
 //! Helpers never decide whether the sandbox is right; each test states its own expectation.
 
 mod attacks;
+mod mcp;
 mod net;
 mod policy;
 mod positive;

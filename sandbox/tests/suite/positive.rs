@@ -262,3 +262,50 @@ fn policy_without_exec_process_refuses_to_run() {
     assert_eq!(o.code(), Some(axp_sandbox::EXIT_SETUP), "{o:?}");
     assert!(o.stderr.contains("AXP_SANDBOX_POLICY is not set"), "{o:?}");
 }
+
+#[test]
+fn granted_path_behind_a_symlinked_parent_is_exposed_at_the_named_path() {
+    let real = workspace();
+    std::fs::create_dir(real.path().join("ws")).expect("mkdir");
+    let alias_dir = workspace();
+    let alias = alias_dir.path().join("alias");
+    std::os::unix::fs::symlink(real.path(), &alias).expect("symlink");
+    let named = alias.join("ws");
+    let p = policy(&named).build().expect("policy");
+    let o = sandboxed(&p, &["sh", "-c", "pwd && echo hi > f"]);
+    ok(&o);
+    assert_eq!(o.stdout.trim(), named.to_str().expect("utf8"));
+    assert!(real.path().join("ws/f").exists());
+}
+
+#[test]
+fn attack_disk_exhaustion_in_workspace_hits_the_file_size_limit() {
+    let ws = workspace();
+    let p = policy(ws.path())
+        .limits(axp_sandbox::Limits {
+            file_size: Some(1 << 20),
+            ..Default::default()
+        })
+        .build()
+        .expect("policy");
+    let o = sandboxed(
+        &p,
+        &["python3", "-c", "open('big','wb').write(b'x' * (4 << 20))"],
+    );
+    assert_eq!(o.code(), Some(1), "{o:?}");
+    assert!(o.stderr.contains("[Errno 27] File too large"), "{o:?}");
+}
+
+#[test]
+fn attack_cpu_burn_is_stopped_by_the_cpu_limit() {
+    let ws = workspace();
+    let p = policy(ws.path())
+        .limits(axp_sandbox::Limits {
+            cpu_secs: Some(1),
+            ..Default::default()
+        })
+        .build()
+        .expect("policy");
+    let o = sandboxed(&p, &["python3", "-c", "while True: pass"]);
+    assert_eq!(signal_of(&o), Some(libc::SIGXCPU), "{o:?}");
+}
