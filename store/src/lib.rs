@@ -1,1 +1,318 @@
-//! `axp-store`: durable sessions, jobs and job logs. Being built under issue 2.
+//! `axp-store` owns AXP's durable state (DESIGN §8): sessions and job metadata in SQLite (WAL),
+//! and each job's event log as an append-only file pair under the state directory. It knows
+//! nothing about tokio, HTTP, MCP, providers or policy: it stores what the gateway decided and
+//! gives it back, byte for byte, after a crash or a restart.
+//!
+//! # Layout of a state directory
+//!
+//! ```text
+//! STATE_DIR/            0700
+//!   axp.db              SQLite, WAL mode (+ axp.db-wal, axp.db-shm), 0600
+//!   lock                flock()ed by the one process that owns this directory
+//!   jobs/XX/ID.jsonl    one job's events, one JSON object per line (see [`log`])
+//!   jobs/XX/ID.idx      the byte offset where each event's line ends, u64 little-endian
+//! ```
+//!
+//! # Calling it from async code
+//!
+//! Every call is a short synchronous operation (one SQLite statement, or one `write(2)` per log
+//! append). Appends and small reads are fine to call directly from a tokio task; long reads (a
+//! large `read_log`), [`Store::open`] and [`Store::mark_running_lost`] belong in
+//! `spawn_blocking`. [`Store`] and [`JobLog`] are `Send + Sync` and cheap to clone (an `Arc`).
+//!
+//! # The seam (DESIGN §10)
+//!
+//! There is one implementation today, so there is no `Store` trait yet. The public surface is
+//! kept deliberately narrow — records in, records out, no SQL, no `rusqlite` types, no file
+//! handles — so that a PostgreSQL implementation (several gateways sharing sessions and jobs)
+//! and a log backend on an object store or a log broker can later sit behind the same functions
+//! once they become a trait. Keep it that way: add a function rather than exposing a connection.
+
+mod error;
+mod jobs;
+pub mod log;
+mod sessions;
+
+use std::collections::HashMap;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+pub use error::StoreError;
+pub use jobs::{Created, JobRecord};
+pub use log::{JobLog, LogReader};
+pub use sessions::SessionRecord;
+
+/// The result type of this crate.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// How long a statement waits for a lock held by another connection before failing with
+/// `SQLITE_BUSY`. Only one gateway owns a state directory, so contention is rare; this covers
+/// WAL checkpoints and an operator poking at the file with the `sqlite3` shell.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long [`Store::open`] retries the state-directory lock, so that a gateway restarted right
+/// after its predecessor was killed does not fail while the kernel is still reaping it.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records how many have run. Never
+/// edit a shipped entry: append a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions and jobs.
+    "CREATE TABLE sessions (
+        id           TEXT PRIMARY KEY NOT NULL,
+        workspace    TEXT NOT NULL,
+        tier         TEXT NOT NULL,
+        capabilities TEXT NOT NULL,            -- JSON array of capability strings
+        created_ms   INTEGER NOT NULL,
+        expires_ms   INTEGER NOT NULL,
+        closed       INTEGER NOT NULL DEFAULT 0,
+        token_id     TEXT
+    ) STRICT;
+    CREATE INDEX sessions_open_by_expiry ON sessions(expires_ms) WHERE closed = 0;
+    CREATE TABLE jobs (
+        id              TEXT PRIMARY KEY NOT NULL,
+        session_id      TEXT NOT NULL,
+        kind            TEXT NOT NULL,         -- tool | command | code
+        spec            TEXT NOT NULL,         -- JSON: what was asked
+        state           TEXT NOT NULL,         -- axp_protocol::methods::JobState, snake_case
+        exit_code       INTEGER,
+        signal          TEXT,
+        error           TEXT,                  -- JSON
+        created_ms      INTEGER NOT NULL,
+        ended_ms        INTEGER,
+        idempotency_key TEXT
+    ) STRICT;
+    -- NULL keys are distinct in a SQLite UNIQUE index, so jobs without a key never collide.
+    CREATE UNIQUE INDEX jobs_by_idempotency_key ON jobs(session_id, idempotency_key);
+    CREATE INDEX jobs_by_session ON jobs(session_id, created_ms);
+    CREATE INDEX jobs_by_state ON jobs(state);",
+];
+
+/// The durable state of one gateway: a handle on one state directory.
+///
+/// Cheap to clone (an `Arc` inside); all clones share one SQLite connection and one table of open
+/// job logs. Only one process may hold a state directory at a time ([`StoreError::Locked`]).
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    db_path: PathBuf,
+    jobs_dir: PathBuf,
+    db: Mutex<Connection>,
+    /// Open job logs, so every `Store::log(id)` of a live job shares one writer. Entries whose
+    /// writer was dropped are swept lazily.
+    logs: Mutex<HashMap<String, Weak<log::LogInner>>>,
+    /// Held (flock) for as long as the store lives; released by the kernel if the process dies.
+    _lock: File,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Creates `path` and any missing parents with mode 0700 (existing directories keep theirs).
+pub(crate) fn create_private_dir(path: &Path) -> Result<()> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| StoreError::io(path, e))
+}
+
+/// Poisoning only means another thread panicked while holding the lock. Every guarded structure
+/// here stays consistent across a panic (SQLite statements are atomic; a log writer only moves
+/// its counters after both writes succeeded), so the guard is taken back rather than propagating
+/// the panic to every later caller.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// SQLite integers are i64; our times and counts are u64. Values beyond i64::MAX are nonsense
+/// for milliseconds, so they saturate rather than fail.
+pub(crate) fn to_sql_int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn from_sql_int(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+impl Store {
+    /// Opens (creating if needed) the state directory `state_dir`: takes its lock, opens
+    /// `axp.db` in WAL mode and migrates its schema. Call it once per process and clone the
+    /// result.
+    ///
+    /// Fails with [`StoreError::Locked`] if another live process holds the directory, and with
+    /// [`StoreError::SchemaTooNew`] if a newer AXP wrote the database.
+    pub fn open(state_dir: &Path) -> Result<Store> {
+        create_private_dir(state_dir)?;
+        let jobs_dir = state_dir.join("jobs");
+        create_private_dir(&jobs_dir)?;
+        let lock = lock_dir(&state_dir.join("lock"))?;
+
+        let db_path = state_dir.join("axp.db");
+        // Create the file ourselves so it is 0600: SQLite gives its -wal and -shm files the
+        // permissions of the database file.
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&db_path)
+            .map_err(|e| StoreError::io(&db_path, e))?;
+        let mut conn = Connection::open(&db_path)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::corrupt(
+                &db_path,
+                format!("SQLite refused WAL mode (journal_mode is `{mode}`)"),
+            ));
+        }
+        // Durability trade-off: in WAL mode, synchronous=NORMAL fsyncs the WAL only at
+        // checkpoints, not at every commit. A committed transaction survives a crash of the
+        // gateway process (the WAL is in the page cache, which the kernel writes out), but the
+        // last few transactions before a power loss or kernel panic may roll back. The database
+        // never corrupts either way. That is the right trade for sessions and job metadata: a
+        // commit costs no fsync, and the one fact that must survive power loss — how a job
+        // ended — is also in the job's log, which is fsynced at its `exit` event and wins in
+        // `mark_running_lost`. Use FULL if metadata must survive power loss on its own.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        migrate(&mut conn, &db_path)?;
+
+        Ok(Store {
+            inner: Arc::new(Inner {
+                dir: state_dir.to_path_buf(),
+                db_path,
+                jobs_dir,
+                db: Mutex::new(conn),
+                logs: Mutex::new(HashMap::new()),
+                _lock: lock,
+            }),
+        })
+    }
+
+    /// The state directory this store owns.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    pub(crate) fn db(&self) -> MutexGuard<'_, Connection> {
+        lock(&self.inner.db)
+    }
+
+    pub(crate) fn db_path(&self) -> &Path {
+        &self.inner.db_path
+    }
+
+    /// Opens the log of job `job_id` for appending, creating it if it does not exist and
+    /// repairing a torn tail left by a crash (see [`log`] for what survives what). Every call
+    /// for the same job while a previous [`JobLog`] is still alive returns the same writer, so a
+    /// log never has two writers in one process (and the state-directory lock rules out two
+    /// processes).
+    pub fn log(&self, job_id: &str) -> Result<JobLog> {
+        let mut logs = lock(&self.inner.logs);
+        if let Some(live) = logs.get(job_id).and_then(Weak::upgrade) {
+            return Ok(JobLog::from_inner(live));
+        }
+        let opened = JobLog::open(&self.inner.jobs_dir, job_id)?;
+        // Sweep dead entries now and then so the table tracks live logs, not every job ever.
+        if logs.len() >= 64 && logs.len().is_power_of_two() {
+            logs.retain(|_, w| w.strong_count() > 0);
+        }
+        logs.insert(job_id.to_string(), opened.downgrade());
+        Ok(opened)
+    }
+
+    /// A read-only handle on a job's log that opens the files itself, for readers in other
+    /// threads or tasks than the writer (an attaching client). It sees every event whose
+    /// [`JobLog::append`] has returned. A job with no log yet reads as empty.
+    pub fn log_reader(&self, job_id: &str) -> Result<LogReader> {
+        LogReader::open(&self.inner.jobs_dir, job_id)
+    }
+
+    /// Up to `max` events of job `job_id` from `from_seq` on (fewer at the end of the log, or
+    /// when a read would exceed the per-call byte budget; at least one if any is there). Empty
+    /// when `from_seq` is at or past the end. Shorthand for `log_reader(id)?.read(from, max)`.
+    pub fn read_log(
+        &self,
+        job_id: &str,
+        from_seq: u64,
+        max: usize,
+    ) -> Result<Vec<axp_protocol::methods::JobEvent>> {
+        self.log_reader(job_id)?.read(from_seq, max)
+    }
+}
+
+/// Takes an exclusive, non-blocking flock on `path`, retrying for [`LOCK_WAIT`].
+///
+/// rustix is used rather than `File::try_lock` because the workspace's minimum Rust (1.88)
+/// predates that API, and rather than libc because this crate has no `unsafe`.
+fn lock_dir(path: &Path) -> Result<File> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| StoreError::io(path, e))?;
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(file),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(StoreError::Locked {
+                        path: path.to_path_buf(),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) if e == rustix::io::Errno::INTR => {}
+            Err(e) => return Err(StoreError::io(path, e.into())),
+        }
+    }
+}
+
+fn migrate(conn: &mut Connection, db_path: &Path) -> Result<()> {
+    let supported = i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX);
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > supported {
+        return Err(StoreError::SchemaTooNew {
+            path: db_path.to_path_buf(),
+            found,
+            supported,
+        });
+    }
+    for (i, sql) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(from_sql_int(found) as usize)
+    {
+        // One transaction per step: a crash mid-migration leaves the previous version intact.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! The one error type of `axp-store`. It names the file or the record involved so the gateway can
+//! log something a person can act on; it must never carry event payloads or session secrets.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while reading or writing durable state.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite refused or failed a statement (busy past the timeout, disk full, I/O error …).
+    #[error("state database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+
+    /// A file-system operation on `path` failed.
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        /// The file or directory being read, written, created or synced.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A stored file or row does not have the shape this crate writes. Recovery repairs a torn
+    /// tail on its own; this error means damage elsewhere (or a file written by something else).
+    #[error("corrupt state in {}: {reason}", path.display())]
+    Corrupt {
+        /// The damaged file (the database file for a bad row).
+        path: PathBuf,
+        /// What was wrong, in a sentence.
+        reason: String,
+    },
+
+    /// No record with this id exists.
+    #[error("no {what} with id `{id}`")]
+    NotFound {
+        /// `"session"` or `"job"`.
+        what: &'static str,
+        /// The id that was looked up.
+        id: String,
+    },
+
+    /// A record with this id exists already (job ids are never reused).
+    #[error("a {what} with id `{id}` already exists")]
+    AlreadyExists {
+        /// `"job"`.
+        what: &'static str,
+        /// The duplicate id.
+        id: String,
+    },
+
+    /// An id cannot be used as a file name (job logs are named after the job id).
+    #[error("invalid id `{id}`: {reason}")]
+    InvalidId {
+        /// The refused id.
+        id: String,
+        /// Which rule it broke.
+        reason: &'static str,
+    },
+
+    /// The database was written by a newer AXP whose schema this build does not know.
+    #[error(
+        "the state database at {} has schema version {found}, newer than the {supported} this build knows; hint: run the newer axp, or point --state-dir elsewhere",
+        path.display()
+    )]
+    SchemaTooNew {
+        /// The database file.
+        path: PathBuf,
+        /// Its `user_version`.
+        found: i64,
+        /// The newest version this build can migrate to.
+        supported: i64,
+    },
+
+    /// Another process (another gateway) holds the state directory.
+    #[error(
+        "the state directory {} is in use by another process; hint: stop the other gateway or use a different --state-dir",
+        path.display()
+    )]
+    Locked {
+        /// The lock file inside the state directory.
+        path: PathBuf,
+    },
+
+    /// An event or record could not be encoded as JSON.
+    #[error("could not encode a record as JSON: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+impl StoreError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        StoreError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        StoreError::Corrupt {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! Job records: what was asked, by which session, under which idempotency key, and how it
+//! ended. The events a job produced live in its log (`log.rs`), not here. This file does not
+//! run, cancel or schedule jobs; it records the gateway's decisions and repairs the record of
+//! jobs a crashed gateway left behind ([`Store::mark_running_lost`]).
+
+use axp_protocol::methods::{JobEventKind, JobState};
+use rusqlite::{OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Result, Store, StoreError, from_sql_int, to_sql_int};
+
+/// One job as the gateway started it, and its outcome once known.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// The job id (also names its log files, so `[A-Za-z0-9_.-]`, at most 128 bytes).
+    pub id: String,
+    /// The session that started it.
+    pub session_id: String,
+    /// `tool`, `command` or `code`.
+    pub kind: String,
+    /// What was asked (the `job.start` parameters that matter), as JSON.
+    pub spec: Value,
+    /// Where it is in its life.
+    pub state: JobState,
+    /// The exit code of a process, when it exited normally.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it (`SIGKILL`, …), if any.
+    pub signal: Option<String>,
+    /// Why it failed, as a JSON-RPC-style error object, if it did.
+    pub error: Option<Value>,
+    /// When it was started (ms since the Unix epoch).
+    pub created_ms: u64,
+    /// When it reached a terminal state.
+    pub ended_ms: Option<u64>,
+    /// The client's idempotency key: a second `job.start` in the same session with the same key
+    /// gets this job back instead of starting another.
+    pub idempotency_key: Option<String>,
+}
+
+/// The outcome of [`Store::create_job`].
+#[derive(Debug, Clone, PartialEq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "returned once per job.start and matched at once, never stored in bulk; boxing would only add an allocation"
+)]
+pub enum Created {
+    /// The record was inserted: the caller should start the job.
+    New,
+    /// The session already has a job with this idempotency key; here it is, and nothing was
+    /// inserted. The caller must not start anything.
+    Existing(JobRecord),
+}
+
+const COLUMNS: &str = "id, session_id, kind, spec, state, exit_code, signal, error, created_ms, ended_ms, idempotency_key";
+
+/// A row in [`COLUMNS`] order, before its JSON and enum columns are decoded.
+struct RawJob {
+    id: String,
+    session_id: String,
+    kind: String,
+    spec: String,
+    state: String,
+    exit_code: Option<i32>,
+    signal: Option<String>,
+    error: Option<String>,
+    created_ms: i64,
+    ended_ms: Option<i64>,
+    idempotency_key: Option<String>,
+}
+
+fn raw_job(row: &Row<'_>) -> rusqlite::Result<RawJob> {
+    Ok(RawJob {
+        id: row.get(0)?,
+        session_id: row.get(1)?,
+        kind: row.get(2)?,
+        spec: row.get(3)?,
+        state: row.get(4)?,
+        exit_code: row.get(5)?,
+        signal: row.get(6)?,
+        error: row.get(7)?,
+        created_ms: row.get(8)?,
+        ended_ms: row.get(9)?,
+        idempotency_key: row.get(10)?,
+    })
+}
+
+impl Store {
+    fn finish_job(&self, raw: RawJob) -> Result<JobRecord> {
+        let bad = |what: &str, e: &dyn std::fmt::Display| {
+            StoreError::corrupt(
+                self.db_path(),
+                format!("job `{}` has an unreadable {what}: {e}", raw.id),
+            )
+        };
+        let spec = serde_json::from_str(&raw.spec).map_err(|e| bad("spec", &e))?;
+        let state = raw.state.parse().map_err(|e| bad("state", &e))?;
+        let error = match &raw.error {
+            Some(text) => Some(serde_json::from_str(text).map_err(|e| bad("error", &e))?),
+            None => None,
+        };
+        Ok(JobRecord {
+            id: raw.id,
+            session_id: raw.session_id,
+            kind: raw.kind,
+            spec,
+            state,
+            exit_code: raw.exit_code,
+            signal: raw.signal,
+            error,
+            created_ms: from_sql_int(raw.created_ms),
+            ended_ms: raw.ended_ms.map(from_sql_int),
+            idempotency_key: raw.idempotency_key,
+        })
+    }
+
+    /// Records a new job, atomically with respect to its idempotency key: if the session already
+    /// has a job with `job.idempotency_key`, nothing is inserted and that job is returned as
+    /// [`Created::Existing`]. Different sessions may use the same key. A duplicate job id is
+    /// [`StoreError::AlreadyExists`].
+    pub fn create_job(&self, job: &JobRecord) -> Result<Created> {
+        crate::log::validate_id(&job.id)?;
+        let spec = serde_json::to_string(&job.spec)?;
+        let error = job.error.as_ref().map(serde_json::to_string).transpose()?;
+        let raw = {
+            let db = self.db();
+            // One statement decides: the UNIQUE(session_id, idempotency_key) index makes the
+            // insert a no-op when the key is taken, even against another connection. A clash on
+            // the primary key is not covered by this ON CONFLICT clause and fails loudly.
+            let inserted = db
+                .prepare_cached(&format!(
+                    "INSERT INTO jobs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                     ON CONFLICT(session_id, idempotency_key) DO NOTHING"
+                ))?
+                .execute(params![
+                    job.id,
+                    job.session_id,
+                    job.kind,
+                    spec,
+                    job.state.as_str(),
+                    job.exit_code,
+                    job.signal,
+                    error,
+                    to_sql_int(job.created_ms),
+                    job.ended_ms.map(to_sql_int),
+                    job.idempotency_key,
+                ]);
+            match inserted {
+                Ok(1) => return Ok(Created::New),
+                Ok(_) => {}
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
+                {
+                    return Err(StoreError::AlreadyExists {
+                        what: "job",
+                        id: job.id.clone(),
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            }
+            db.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs WHERE session_id = ?1 AND idempotency_key = ?2"
+            ))?
+            .query_row(params![job.session_id, job.idempotency_key], raw_job)?
+        };
+        Ok(Created::Existing(self.finish_job(raw)?))
+    }
+
+    /// The job `id`; `None` if it never existed.
+    pub fn get_job(&self, id: &str) -> Result<Option<JobRecord>> {
+        let raw = {
+            let db = self.db();
+            db.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"))?
+                .query_row([id], raw_job)
+                .optional()?
+        };
+        raw.map(|r| self.finish_job(r)).transpose()
+    }
+
+    /// Every job of session `session_id`, oldest first.
+    pub fn list_jobs(&self, session_id: &str) -> Result<Vec<JobRecord>> {
+        let raws = {
+            let db = self.db();
+            let mut stmt = db.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs WHERE session_id = ?1 ORDER BY created_ms, id"
+            ))?;
+            stmt.query_map([session_id], raw_job)?
+                .collect::<rusqlite::Result<Vec<_>>>()?
+        };
+        raws.into_iter().map(|r| self.finish_job(r)).collect()
+    }
+
+    /// Records where job `id` is now and, for a terminal state, how it ended. Every field is
+    /// overwritten (pass `None` to clear). [`StoreError::NotFound`] if the job does not exist.
+    ///
+    /// When a job ends, append its `exit` event to the log *first* and call this second: if the
+    /// gateway dies in between, [`Store::mark_running_lost`] restores the outcome from the log.
+    pub fn set_job_state(
+        &self,
+        id: &str,
+        state: JobState,
+        exit_code: Option<i32>,
+        signal: Option<&str>,
+        error: Option<&Value>,
+        ended_ms: Option<u64>,
+    ) -> Result<()> {
+        let error = error.map(serde_json::to_string).transpose()?;
+        let db = self.db();
+        let n = db
+            .prepare_cached(
+                "UPDATE jobs SET state = ?2, exit_code = ?3, signal = ?4, error = ?5, ended_ms = ?6
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                id,
+                state.as_str(),
+                exit_code,
+                signal,
+                error,
+                ended_ms.map(to_sql_int)
+            ])?;
+        if n == 0 {
+            return Err(StoreError::NotFound {
+                what: "job",
+                id: id.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Call once at gateway start, before serving: every job recorded as `running` was running
+    /// in a process that is gone. For each one:
+    ///
+    /// * if its log already ends with an `exit` event (the gateway died after logging the end but
+    ///   before [`Store::set_job_state`]), the record takes the outcome from that event;
+    /// * otherwise an `exit` event with state `lost` is appended to its log (so attached clients
+    ///   see the log end) and the record becomes `lost` with `ended_ms = now_ms`.
+    ///
+    /// Jobs in `awaiting_approval` are left alone: they never started. Returns how many jobs
+    /// became `lost`. Reads each affected log's last event, so call it from a blocking context.
+    pub fn mark_running_lost(&self, now_ms: u64) -> Result<usize> {
+        let running: Vec<String> = {
+            let db = self.db();
+            let mut stmt = db.prepare_cached("SELECT id FROM jobs WHERE state = ?1")?;
+            stmt.query_map([JobState::Running.as_str()], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?
+        };
+        let mut lost = 0;
+        for id in running {
+            let log = self.log(&id)?;
+            let next = log.next_seq();
+            let last = match next.checked_sub(1) {
+                Some(seq) => log.read(seq, 1)?.pop(),
+                None => None,
+            };
+            if let Some(axp_protocol::methods::JobEvent {
+                kind:
+                    JobEventKind::Exit {
+                        state,
+                        code,
+                        signal,
+                        error,
+                    },
+                ts_ms,
+                ..
+            }) = last
+            {
+                self.set_job_state(
+                    &id,
+                    state,
+                    code,
+                    signal.as_deref(),
+                    error.as_ref(),
+                    Some(ts_ms),
+                )?;
+                if state == JobState::Lost {
+                    lost += 1;
+                }
+                continue;
+            }
+            let error = serde_json::json!({
+                "reason": "the gateway stopped while this job was running; its log up to that point is intact"
+            });
+            log.append(JobEventKind::Exit {
+                state: JobState::Lost,
+                code: None,
+                signal: None,
+                error: Some(error.clone()),
+            })?;
+            self.set_job_state(&id, JobState::Lost, None, None, Some(&error), Some(now_ms))?;
+            lost += 1;
+        }
+        Ok(lost)
+    }
+}

@@ -1,0 +1,152 @@
+//! Job logs: dense seqs, reads from anywhere, reopen, one writer with many concurrent readers.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axp_protocol::methods::{JobEventKind, JobState};
+use axp_store::Store;
+
+use super::{assert_dense, stdout};
+
+#[test]
+fn append_assigns_dense_seqs_and_reads_from_anywhere() {
+    let (_tmp, store) = super::open();
+    let log = store.log("job-1").unwrap();
+    assert_eq!(log.next_seq(), 0);
+    assert!(log.read(0, 10).unwrap().is_empty());
+    assert!(store.read_log("job-1", 0, 10).unwrap().is_empty());
+    for seq in 0..50 {
+        let ev = log.append(stdout(seq)).unwrap();
+        assert_eq!((ev.seq, ev.job_id.as_str()), (seq, "job-1"));
+        assert!(ev.ts_ms > 0);
+    }
+    assert_eq!(log.next_seq(), 50);
+
+    assert_dense(&log.read(0, 1000).unwrap(), 0);
+    assert_eq!(log.read(0, 1000).unwrap().len(), 50);
+    let mid = store.read_log("job-1", 17, 5).unwrap();
+    assert_eq!(mid.len(), 5);
+    assert_dense(&mid, 17);
+    let tail = store.read_log("job-1", 45, 100).unwrap();
+    assert_eq!(tail.len(), 5);
+    assert_dense(&tail, 45);
+    assert!(store.read_log("job-1", 50, 10).unwrap().is_empty());
+    assert!(store.read_log("job-1", 5_000, 10).unwrap().is_empty());
+    assert!(store.read_log("job-1", 3, 0).unwrap().is_empty());
+    assert_eq!(store.log_reader("job-1").unwrap().next_seq().unwrap(), 50);
+
+    // The writer and the file-based reader agree byte for byte.
+    assert_eq!(
+        log.read(0, 50).unwrap(),
+        store.read_log("job-1", 0, 50).unwrap()
+    );
+    // A second `log()` for a live job shares the writer.
+    let again = store.log("job-1").unwrap();
+    assert_eq!(again.append(stdout(50)).unwrap().seq, 50);
+    assert_eq!(log.next_seq(), 51);
+    // An unknown job reads as empty; a bad id is refused.
+    assert!(store.read_log("never", 0, 10).unwrap().is_empty());
+    assert!(store.read_log("a/b", 0, 10).is_err());
+    assert!(store.log("..").is_err());
+}
+
+#[test]
+fn reopen_sees_every_event() {
+    let (_tmp, dir) = super::state();
+    {
+        let store = Store::open(&dir).unwrap();
+        let log = store.log("j").unwrap();
+        for seq in 0..1000 {
+            log.append(stdout(seq)).unwrap();
+        }
+    }
+    let store = Store::open(&dir).unwrap();
+    let log = store.log("j").unwrap();
+    assert_eq!(log.next_seq(), 1000);
+    let all = store.read_log("j", 0, 5000).unwrap();
+    assert_eq!(all.len(), 1000);
+    assert_dense(&all, 0);
+    // Appends continue the sequence.
+    assert_eq!(log.append(stdout(1000)).unwrap().seq, 1000);
+    let exit = log
+        .append(JobEventKind::Exit {
+            state: JobState::Exited,
+            code: Some(0),
+            signal: None,
+            error: None,
+        })
+        .unwrap();
+    assert_eq!(exit.seq, 1001);
+    assert_eq!(store.read_log("j", 1001, 1).unwrap(), vec![exit]);
+}
+
+#[test]
+fn many_readers_see_a_dense_prefix_while_one_thread_appends() {
+    const EVENTS: u64 = 100_000;
+    const READERS: usize = 4;
+    let (_tmp, store) = super::open();
+    let log = store.log("busy").unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+
+    let readers: Vec<_> = (0..READERS)
+        .map(|r| {
+            let store = store.clone();
+            let done = done.clone();
+            std::thread::spawn(move || {
+                // Half the readers keep a reader open; half reopen the files for every batch.
+                let mut reader = store.log_reader("busy").unwrap();
+                let mut next = 0u64;
+                let mut batches = 0u64;
+                loop {
+                    let finished = done.load(Ordering::Acquire);
+                    let batch = if r % 2 == 0 {
+                        reader.read(next, 997).unwrap()
+                    } else {
+                        store.read_log("busy", next, 997).unwrap()
+                    };
+                    assert_dense(&batch, next);
+                    next += batch.len() as u64;
+                    batches += 1;
+                    if finished && batch.is_empty() {
+                        break;
+                    }
+                    if batch.is_empty() {
+                        std::thread::yield_now();
+                    }
+                }
+                (next, batches)
+            })
+        })
+        .collect();
+
+    for seq in 0..EVENTS {
+        assert_eq!(log.append(stdout(seq)).unwrap().seq, seq);
+    }
+    done.store(true, Ordering::Release);
+    for h in readers {
+        let (seen, batches) = h.join().unwrap();
+        assert_eq!(seen, EVENTS, "every reader reaches the end");
+        assert!(batches > 1);
+    }
+}
+
+#[test]
+fn a_batch_stops_at_the_byte_budget_but_always_holds_one_event() {
+    let (_tmp, store) = super::open();
+    let log = store.log("big").unwrap();
+    let big = "y".repeat(3 << 20); // 3 MiB per event: two exceed the 4 MiB budget
+    for _ in 0..3 {
+        log.append(JobEventKind::Stdout { data: big.clone() })
+            .unwrap();
+    }
+    let mut next = 0;
+    let mut batches = 0;
+    while next < 3 {
+        let batch = store.read_log("big", next, 100).unwrap();
+        assert_eq!(batch.len(), 1, "one oversized event per batch");
+        assert_eq!(batch[0].seq, next);
+        next += 1;
+        batches += 1;
+    }
+    assert_eq!(batches, 3);
+}
