@@ -200,11 +200,11 @@ impl Store {
         id: &str,
         state: JobState,
         exit_code: Option<i32>,
-        signal: Option<&str>,
-        error: Option<&Value>,
+        signal: Option<String>,
+        error: Option<Value>,
         ended_ms: Option<u64>,
     ) -> Result<()> {
-        let error = error.map(serde_json::to_string).transpose()?;
+        let error = error.as_ref().map(serde_json::to_string).transpose()?;
         let db = self.db();
         let n = db
             .prepare_cached(
@@ -265,14 +265,7 @@ impl Store {
                 ..
             }) = last
             {
-                self.set_job_state(
-                    &id,
-                    state,
-                    code,
-                    signal.as_deref(),
-                    error.as_ref(),
-                    Some(ts_ms),
-                )?;
+                self.set_job_state(&id, state, code, signal, error, Some(ts_ms))?;
                 if state == JobState::Lost {
                     lost += 1;
                 }
@@ -287,7 +280,7 @@ impl Store {
                 signal: None,
                 error: Some(error.clone()),
             })?;
-            self.set_job_state(&id, JobState::Lost, None, None, Some(&error), Some(now_ms))?;
+            self.set_job_state(&id, JobState::Lost, None, None, Some(error), Some(now_ms))?;
             lost += 1;
         }
         Ok(lost)

@@ -91,8 +91,8 @@ fn set_job_state_records_the_outcome() {
             "j",
             JobState::Failed,
             Some(3),
-            Some("SIGTERM"),
-            Some(&err),
+            Some("SIGTERM".into()),
+            Some(err.clone()),
             Some(42),
         )
         .unwrap();
@@ -108,7 +108,7 @@ fn set_job_state_records_the_outcome() {
         (
             JobState::Failed,
             Some(3),
-            Some("SIGTERM"),
+            Some("SIGTERM".into()),
             Some(err),
             Some(42)
         )
