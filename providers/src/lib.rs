@@ -8,10 +8,12 @@
 
 pub mod bridge;
 pub mod cli;
+pub mod mcp;
 mod process;
 
 pub use bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOptions};
 pub use cli::{ArgvTemplate, CliProvider, CliToolConfig};
+pub use mcp::{McpConfig, McpProvider, McpStatus, McpTransport, RestartPolicy};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

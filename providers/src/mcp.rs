@@ -1,0 +1,1078 @@
+//! The `mcp` provider: one upstream MCP server, reached over stdio (a child process built by the
+//! gateway's [`Launcher`], so the sandbox wraps it) or over Streamable HTTP, through the `rmcp`
+//! client. It owns the connection's life: start, `tools/list` cache, `list_changed`, progress
+//! routing, cancellation, per-call timeouts, crash detection and restart with backoff.
+//!
+//! It must never fail hard: a server that cannot start or dies leaves the provider in place,
+//! reporting [`ProviderError::Unavailable`] with the reason, while a background task retries
+//! with exponential backoff (capped by [`RestartPolicy::max_backoff`]). It never decides policy
+//! and never spawns a process except through the launcher.
+//!
+//! Choices worth knowing:
+//!
+//! * **Tools while down.** [`Provider::tools`] returns the last list the server gave, also while
+//!   it is down (the gateway shows them as unavailable and calls fail with `Unavailable`). Only
+//!   when no list was ever obtained does it return `Unavailable`. [`McpProvider::status`] says
+//!   which state the provider is in.
+//! * **Events.** Up → down sends `Unavailable{reason}` (once, not for every failed retry); down
+//!   → up sends `Available` then `ToolsChanged`. A `notifications/tools/list_changed` re-lists
+//!   and sends `ToolsChanged` only when the list really differs.
+//! * **Progress.** Every request carries a `progressToken` (rmcp sets one); progress for a call
+//!   becomes `JobEventKind::Progress` in that call's sink. rmcp handles each notification in its
+//!   own task, so their order is not guaranteed: a notification whose `progress` is not above
+//!   the last one delivered is dropped, which keeps the job log monotonic as MCP requires.
+//! * **Logging.** MCP `notifications/message` carries no request id, and over stdio nothing ties
+//!   it to a call, so attributing it to one job could leak one session's data into another's
+//!   log. Server logs therefore go to `tracing` (target `axp_providers::mcp::upstream`), never
+//!   into a job.
+//! * **Cancel and timeout** send `notifications/cancelled` for the request, then return
+//!   `Cancelled` / `Timeout`. A call future dropped before its answer also sends it.
+//! * **Crash.** A stdio child is watched directly: when it exits, every call in flight fails at
+//!   once with `Unavailable` (rmcp alone would only notice after its drain timeouts). For HTTP, a
+//!   transport error during a call triggers a `ping`; if that fails too the session is dropped
+//!   and restarted.
+//! * **Results** pass through as `CallToolResult` (`content`, `structuredContent`, `isError`).
+//!   rmcp parses content blocks into its own types and re-serialises them, so a field rmcp
+//!   does not model (e.g. a block's `_meta`) is lost. JSON-RPC errors become
+//!   `ProviderError::Upstream` with code, message and data unchanged. A server that answers
+//!   with an MRTR `input_required` or a task is refused with an upstream error (not supported
+//!   yet).
+//! * **Legacy SSE transport** (the 2024-11-05 `GET /sse` + `POST /messages` pair) is not
+//!   offered: rmcp 3.11 has no client for it, only Streamable HTTP (which reads SSE responses).
+//! * Resources and prompts are not passed through yet.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use axp_protocol::methods::JobEventKind;
+use axp_protocol::{RpcError, ToolCall, ToolOutput, ToolSpec};
+use rmcp::ClientHandler;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
+    ClientConfig, ClientRequest, Implementation, PingRequest, ProgressNotificationParam, ProgressToken, RequestId, ServerResult,
+};
+// MCP logging is deprecated by SEP-2577 (protocol 2026-07-28), but the servers people run today
+// (2025-06-18 and 2025-11-25) still send it, so it is handled.
+#[allow(deprecated)]
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::service::{
+    NotificationContext, Peer, PeerRequestOptions, RoleClient, ServiceError, serve_client_with_ct,
+};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use tokio::io::AsyncReadExt;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::process::{DEFAULT_PATH, describe_status, kill_group};
+use crate::{
+    CancellationToken, JobSink, Launcher, ProcessSpec, Provider, ProviderError, ProviderEvent,
+    ProviderId,
+};
+
+/// How the server is reached.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpTransport {
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout. Its stderr is
+    /// logged (and its last lines quoted when it dies). `PATH` defaults to the usual system
+    /// directories when the spec's environment has none.
+    Stdio(ProcessSpec),
+    /// A Streamable HTTP endpoint, with extra headers on every request (e.g. `Authorization`).
+    /// `Accept`, `Mcp-Session-Id` and `Last-Event-Id` are managed by the client and refused.
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// Restart backoff: the n-th consecutive failure waits `initial_backoff * 2^n`, at most
+/// `max_backoff`. A connection that stayed up at least `max_backoff` resets the count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestartPolicy {
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        Self {
+            initial_backoff: Duration::from_millis(250),
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RestartPolicy {
+    /// The wait before the next attempt after `failures` consecutive failures.
+    pub fn delay(&self, failures: u32) -> Duration {
+        let factor = 2u32.saturating_pow(failures.min(16));
+        self.initial_backoff
+            .saturating_mul(factor)
+            .min(self.max_backoff)
+    }
+}
+
+/// One MCP server's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpConfig {
+    pub id: ProviderId,
+    pub transport: McpTransport,
+    /// Deadline of one `tools/call`; when it passes the request is cancelled upstream and the
+    /// call fails with `Timeout`.
+    pub timeout: Duration,
+    /// Deadline for starting: spawn or connect, MCP handshake and the first `tools/list`.
+    pub connect_timeout: Duration,
+    pub restart: RestartPolicy,
+}
+
+impl McpConfig {
+    /// A configuration with the defaults: 60 s per call, 30 s to connect, default backoff.
+    pub fn new(id: ProviderId, transport: McpTransport) -> Self {
+        Self {
+            id,
+            transport,
+            timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(30),
+            restart: RestartPolicy::default(),
+        }
+    }
+}
+
+/// Whether the server is serving right now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpStatus {
+    Available,
+    /// Not connected (starting, failed to start, crashed, restarting); why.
+    Unavailable {
+        reason: String,
+    },
+}
+
+/// Where progress notifications go: the sink of the call that owns the token.
+#[derive(Default)]
+struct ProgressRouter {
+    state: Mutex<RouterState>,
+}
+
+#[derive(Default)]
+struct RouterState {
+    routes: HashMap<ProgressToken, Route>,
+    /// Notifications that arrived before their call registered (the request is queued before
+    /// the handle is returned, so a fast server can win that race). Bounded.
+    orphans: VecDeque<ProgressNotificationParam>,
+}
+
+struct Route {
+    sink: JobSink,
+    last: Option<f64>,
+}
+
+const MAX_ORPHANS: usize = 64;
+
+impl Route {
+    fn deliver(&mut self, p: ProgressNotificationParam) {
+        if self.last.is_some_and(|last| p.progress <= last) {
+            return;
+        }
+        self.last = Some(p.progress);
+        self.sink.emit(JobEventKind::Progress {
+            progress: p.progress,
+            total: p.total,
+            message: p.message,
+        });
+    }
+}
+
+impl ProgressRouter {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RouterState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn register(self: &Arc<Self>, token: ProgressToken, sink: JobSink) -> RouteGuard {
+        let mut st = self.lock();
+        let mut route = Route { sink, last: None };
+        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut st.orphans)
+            .into_iter()
+            .partition(|p| p.progress_token == token);
+        st.orphans = others.into();
+        let mut mine = mine;
+        mine.sort_by(|a, b| a.progress.total_cmp(&b.progress));
+        for p in mine {
+            route.deliver(p);
+        }
+        st.routes.insert(token.clone(), route);
+        RouteGuard {
+            router: self.clone(),
+            token,
+        }
+    }
+
+    fn dispatch(&self, p: ProgressNotificationParam) {
+        let mut st = self.lock();
+        if let Some(route) = st.routes.get_mut(&p.progress_token) {
+            route.deliver(p);
+        } else {
+            if st.orphans.len() >= MAX_ORPHANS {
+                st.orphans.pop_front();
+            }
+            st.orphans.push_back(p);
+        }
+    }
+}
+
+/// Unregisters a call's progress route when the call ends (however it ends).
+struct RouteGuard {
+    router: Arc<ProgressRouter>,
+    token: ProgressToken,
+}
+
+impl Drop for RouteGuard {
+    fn drop(&mut self) {
+        self.router.lock().routes.remove(&self.token);
+    }
+}
+
+/// Sends `notifications/cancelled` if a call's future is dropped before its answer.
+struct AbandonGuard {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl AbandonGuard {
+    fn disarm(&mut self) -> Option<RequestId> {
+        self.id.take()
+    }
+}
+
+impl Drop for AbandonGuard {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let peer = self.peer.clone();
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    send_cancelled(&peer, id, "the caller abandoned the request").await;
+                });
+            }
+        }
+    }
+}
+
+async fn send_cancelled(peer: &Peer<RoleClient>, id: RequestId, reason: &str) {
+    let params = CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
+    // Bounded: a wedged transport must not hold up the caller's error.
+    let _ = tokio::time::timeout(Duration::from_secs(2), peer.notify_cancelled(params)).await;
+}
+
+/// The rmcp client handler: routes notifications; answers nothing itself (no sampling, roots or
+/// elicitation capability is declared, so servers do not ask).
+struct Handler {
+    info: ClientConfig,
+    provider: String,
+    progress: Arc<ProgressRouter>,
+    relist: mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.dispatch(params);
+    }
+
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let provider = &self.provider;
+        let logger = params.logger.as_deref().unwrap_or("");
+        let data = &params.data;
+        match params.level {
+            LoggingLevel::Debug => {
+                tracing::debug!(target: "axp_providers::mcp::upstream", %provider, logger, %data)
+            }
+            LoggingLevel::Info | LoggingLevel::Notice => {
+                tracing::info!(target: "axp_providers::mcp::upstream", %provider, logger, %data)
+            }
+            LoggingLevel::Warning => {
+                tracing::warn!(target: "axp_providers::mcp::upstream", %provider, logger, %data)
+            }
+            _ => tracing::error!(target: "axp_providers::mcp::upstream", %provider, logger, %data),
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.relist.send(());
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+}
+
+/// A watched stdio child. Dropping it kills the child's process group.
+struct ChildProc {
+    pid: Option<u32>,
+    /// Cancelled once the child has exited (and been reaped).
+    exited: CancellationToken,
+    status: Arc<Mutex<Option<String>>>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+const STDERR_LINES: usize = 20;
+const STDERR_LINE_MAX: usize = 2048;
+
+impl ChildProc {
+    fn watch(
+        mut child: tokio::process::Child,
+        stderr: Option<tokio::process::ChildStderr>,
+        provider: String,
+    ) -> Self {
+        let pid = child.id();
+        let exited = CancellationToken::new();
+        let status = Arc::new(Mutex::new(None));
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let stderr_done = CancellationToken::new();
+        if let Some(mut err) = stderr {
+            let tail = stderr_tail.clone();
+            let done = stderr_done.clone();
+            let provider = provider.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut line: Vec<u8> = Vec::new();
+                let push = |line: &mut Vec<u8>| {
+                    let text = String::from_utf8_lossy(line).trim_end().to_string();
+                    line.clear();
+                    if text.is_empty() {
+                        return;
+                    }
+                    tracing::debug!(target: "axp_providers::mcp::upstream", %provider, stderr = %text);
+                    let mut t = tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if t.len() >= STDERR_LINES {
+                        t.pop_front();
+                    }
+                    t.push_back(text);
+                };
+                loop {
+                    let n = match err.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    for &b in &buf[..n] {
+                        if b == b'\n' {
+                            push(&mut line);
+                        } else if line.len() < STDERR_LINE_MAX {
+                            line.push(b);
+                        }
+                    }
+                }
+                push(&mut line);
+                done.cancel();
+            });
+        } else {
+            stderr_done.cancel();
+        }
+        {
+            let exited = exited.clone();
+            let status = status.clone();
+            tokio::spawn(async move {
+                let st = child.wait().await;
+                let text = match st {
+                    Ok(st) => describe_status(&st),
+                    Err(e) => format!("wait failed: {e}"),
+                };
+                // Let the stderr reader catch the last words (bounded: a grandchild may hold
+                // the pipe open).
+                let _ = tokio::time::timeout(Duration::from_millis(200), stderr_done.cancelled())
+                    .await;
+                *status.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(text);
+                exited.cancel();
+            });
+        }
+        Self {
+            pid,
+            exited,
+            status,
+            stderr_tail,
+        }
+    }
+
+    /// `exit code 1; stderr: …last lines…`
+    fn describe(&self) -> String {
+        let status = self
+            .status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| "still running".into());
+        let tail = self
+            .stderr_tail
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if tail.is_empty() {
+            status
+        } else {
+            let lines: Vec<&str> = tail.iter().rev().take(3).rev().map(String::as_str).collect();
+            format!("{status}; last stderr: {}", lines.join(" | "))
+        }
+    }
+}
+
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            kill_group(pid);
+        }
+    }
+}
+
+/// A live connection, shared by the calls that use it.
+struct Conn {
+    peer: Peer<RoleClient>,
+    progress: Arc<ProgressRouter>,
+    /// Cancelled when the connection is gone; calls in flight fail at once.
+    dead: CancellationToken,
+    death: Mutex<Option<String>>,
+    /// A call saw a transport error: the supervisor checks the server with a ping.
+    suspect: mpsc::UnboundedSender<()>,
+    pid: Option<u32>,
+}
+
+impl Conn {
+    fn death_reason(&self) -> String {
+        self.death
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| "the connection to the server was lost".into())
+    }
+
+    fn kill(&self, reason: &str) {
+        let mut d = self
+            .death
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if d.is_none() {
+            *d = Some(reason.to_string());
+        }
+        drop(d);
+        self.dead.cancel();
+    }
+}
+
+struct State {
+    conn: Option<Arc<Conn>>,
+    reason: String,
+    tools: Option<Vec<ToolSpec>>,
+}
+
+struct Inner {
+    cfg: McpConfig,
+    launcher: Arc<dyn Launcher>,
+    state: Mutex<State>,
+    events: broadcast::Sender<ProviderEvent>,
+    shutdown: CancellationToken,
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn unavailable(&self, reason: String) -> ProviderError {
+        ProviderError::Unavailable {
+            provider: self.cfg.id.to_string(),
+            reason,
+        }
+    }
+
+    fn send(&self, e: ProviderEvent) {
+        // No receiver is fine: nobody is listening yet.
+        let _ = self.events.send(e);
+    }
+
+    /// Stores a new tool list; `true` when it differs from the previous one.
+    fn set_tools(&self, tools: Vec<ToolSpec>) -> bool {
+        let mut st = self.lock();
+        let changed = st.tools.as_ref() != Some(&tools);
+        st.tools = Some(tools);
+        changed
+    }
+}
+
+/// A connected session: the rmcp service, the child (stdio), the channels the handler and the
+/// calls use to reach the supervisor.
+struct Session {
+    conn: Arc<Conn>,
+    service_ct: CancellationToken,
+    waiting: std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>>,
+    child: Option<ChildProc>,
+    relist: mpsc::UnboundedReceiver<()>,
+    suspect: mpsc::UnboundedReceiver<()>,
+    tools: Vec<ToolSpec>,
+}
+
+fn tool_spec(tool: &rmcp::model::Tool) -> Result<ToolSpec, String> {
+    serde_json::to_value(tool)
+        .and_then(serde_json::from_value)
+        .map_err(|e| format!("tool `{}` cannot be read: {e}", tool.name))
+}
+
+async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<ToolSpec>, String> {
+    let tools = peer
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("tools/list failed: {e}"))?;
+    tools.iter().map(tool_spec).collect()
+}
+
+fn client_info() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("axp", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+impl Session {
+    async fn open(inner: &Inner) -> Result<Session, String> {
+        let progress = Arc::new(ProgressRouter::default());
+        let (relist_tx, relist_rx) = mpsc::unbounded_channel();
+        let (suspect_tx, suspect_rx) = mpsc::unbounded_channel();
+        let handler = Handler {
+            info: client_info(),
+            provider: inner.cfg.id.to_string(),
+            progress: progress.clone(),
+            relist: relist_tx,
+        };
+        let service_ct = CancellationToken::new();
+        let (running, child) = match &inner.cfg.transport {
+            McpTransport::Stdio(spec) => {
+                let mut spec = spec.clone();
+                spec.env
+                    .entry("PATH".into())
+                    .or_insert_with(|| DEFAULT_PATH.into());
+                let mut cmd = inner.launcher.command(&spec).map_err(|e| e.to_string())?;
+                cmd.stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .process_group(0)
+                    .kill_on_drop(true);
+                let mut child = cmd
+                    .spawn()
+                    .map_err(|e| format!("cannot start `{}`: {e}", spec.program))?;
+                let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                    return Err("the child's stdio pipes are missing".into());
+                };
+                let stderr = child.stderr.take();
+                let proc = ChildProc::watch(child, stderr, inner.cfg.id.to_string());
+                let running = tokio::select! {
+                    r = serve_client_with_ct(handler, (stdout, stdin), service_ct.clone()) => r,
+                    _ = proc.exited.cancelled() => {
+                        return Err(format!("the server exited during the MCP handshake ({})", proc.describe()));
+                    }
+                };
+                match running {
+                    Ok(r) => (r, Some(proc)),
+                    Err(e) => {
+                        // The usual cause is the process dying: wait briefly for its status.
+                        let _ = tokio::time::timeout(
+                            Duration::from_millis(500),
+                            proc.exited.cancelled(),
+                        )
+                        .await;
+                        return Err(format!("MCP handshake failed: {e} ({})", proc.describe()));
+                    }
+                }
+            }
+            McpTransport::Http { url, headers } => {
+                let mut map = HashMap::new();
+                for (k, v) in headers {
+                    let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| format!("bad header name `{k}`: {e}"))?;
+                    let value = reqwest::header::HeaderValue::from_str(v)
+                        .map_err(|e| format!("bad value for header `{k}`: {e}"))?;
+                    map.insert(name, value);
+                }
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(map);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                let running = serve_client_with_ct(handler, transport, service_ct.clone())
+                    .await
+                    .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+                (running, None)
+            }
+        };
+        let peer = running.peer().clone();
+        let waiting = Box::pin(async move {
+            match running.waiting().await {
+                Ok(reason) => format!("the connection to the server closed ({reason:?})"),
+                Err(e) => format!("the MCP client task failed: {e}"),
+            }
+        });
+        let pid = child.as_ref().and_then(|c| c.pid);
+        let conn = Arc::new(Conn {
+            peer,
+            progress,
+            dead: CancellationToken::new(),
+            death: Mutex::new(None),
+            suspect: suspect_tx,
+            pid,
+        });
+        let mut session = Session {
+            conn,
+            service_ct,
+            waiting,
+            child,
+            relist: relist_rx,
+            suspect: suspect_rx,
+            tools: Vec::new(),
+        };
+        let peer = session.conn.peer.clone();
+        session.tools = session.or_death(list_tools(&peer)).await??;
+        Ok(session)
+    }
+
+    /// Runs `fut` unless the connection dies first (then `Err(reason)`).
+    async fn or_death<F: std::future::Future>(&mut self, fut: F) -> Result<F::Output, String> {
+        let exited = self
+            .child
+            .as_ref()
+            .map(|c| c.exited.clone())
+            .unwrap_or_default();
+        tokio::select! {
+            out = fut => Ok(out),
+            _ = exited.cancelled() => Err(self.exit_reason()),
+            reason = &mut self.waiting => Err(reason),
+        }
+    }
+
+    fn exit_reason(&self) -> String {
+        match &self.child {
+            Some(c) => format!("the server process exited ({})", c.describe()),
+            None => "the server went away".into(),
+        }
+    }
+
+    /// Serves until the connection dies or the provider shuts down; returns why.
+    async fn run(&mut self, inner: &Inner) -> String {
+        let exited = self
+            .child
+            .as_ref()
+            .map(|c| c.exited.clone())
+            .unwrap_or_default();
+        loop {
+            tokio::select! {
+                _ = inner.shutdown.cancelled() => return "the provider was shut down".into(),
+                _ = exited.cancelled() => return self.exit_reason(),
+                reason = &mut self.waiting => return reason,
+                Some(()) = self.relist.recv() => {
+                    while self.relist.try_recv().is_ok() {}
+                    let peer = self.conn.peer.clone();
+                    let listed = self
+                        .or_death(tokio::time::timeout(inner.cfg.timeout, list_tools(&peer)))
+                        .await;
+                    match listed {
+                        Err(reason) => return reason,
+                        Ok(Ok(Ok(tools))) => {
+                            if inner.set_tools(tools) {
+                                inner.send(ProviderEvent::ToolsChanged);
+                            }
+                        }
+                        Ok(Ok(Err(e))) => tracing::warn!(provider = %inner.cfg.id, "re-listing tools after list_changed failed: {e}"),
+                        Ok(Err(_)) => tracing::warn!(provider = %inner.cfg.id, "re-listing tools after list_changed timed out"),
+                    }
+                }
+                Some(()) = self.suspect.recv() => {
+                    while self.suspect.try_recv().is_ok() {}
+                    let peer = self.conn.peer.clone();
+                    let ping = peer.send_request(ClientRequest::PingRequest(PingRequest::default()));
+                    match self.or_death(tokio::time::timeout(Duration::from_secs(5), ping)).await {
+                        Err(reason) => return reason,
+                        Ok(Ok(Ok(_))) => {}
+                        Ok(Ok(Err(e))) => return format!("the server stopped answering (ping failed: {e})"),
+                        Ok(Err(_)) => return "the server stopped answering (ping timed out)".into(),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the session: fails calls in flight, stops the client, closes stdin and gives the
+    /// child a moment to exit on its own before its process group is killed.
+    async fn close(self, reason: &str) {
+        self.conn.kill(reason);
+        self.service_ct.cancel();
+        if let Some(child) = self.child {
+            let _ =
+                tokio::time::timeout(Duration::from_millis(500), child.exited.cancelled()).await;
+            drop(child);
+        }
+    }
+}
+
+async fn supervise(inner: Arc<Inner>, first: oneshot::Sender<()>) {
+    let mut first = Some(first);
+    let mut failures: u32 = 0;
+    loop {
+        if inner.shutdown.is_cancelled() {
+            break;
+        }
+        let connect_timeout = inner.cfg.connect_timeout;
+        let attempt = tokio::select! {
+            r = tokio::time::timeout(connect_timeout, Session::open(&inner)) => match r {
+                Ok(r) => r,
+                Err(_) => Err(format!(
+                    "the server did not complete start-up (handshake and tools/list) within {}s",
+                    connect_timeout.as_secs_f64()
+                )),
+            },
+            _ = inner.shutdown.cancelled() => break,
+        };
+        match attempt {
+            Ok(mut session) => {
+                let up_since = Instant::now();
+                {
+                    let mut st = inner.lock();
+                    st.conn = Some(session.conn.clone());
+                    st.tools = Some(std::mem::take(&mut session.tools));
+                    st.reason.clear();
+                }
+                tracing::info!(provider = %inner.cfg.id, "MCP server is available");
+                match first.take() {
+                    Some(f) => {
+                        let _ = f.send(());
+                    }
+                    None => {
+                        inner.send(ProviderEvent::Available);
+                        inner.send(ProviderEvent::ToolsChanged);
+                    }
+                }
+                let reason = session.run(&inner).await;
+                {
+                    let mut st = inner.lock();
+                    st.conn = None;
+                    st.reason = reason.clone();
+                }
+                session.close(&reason).await;
+                if inner.shutdown.is_cancelled() {
+                    break;
+                }
+                tracing::warn!(provider = %inner.cfg.id, "MCP server is unavailable: {reason}");
+                inner.send(ProviderEvent::Unavailable { reason });
+                if up_since.elapsed() >= inner.cfg.restart.max_backoff {
+                    failures = 0;
+                }
+            }
+            Err(reason) => {
+                tracing::warn!(provider = %inner.cfg.id, "MCP server failed to start: {reason}");
+                inner.lock().reason = reason;
+                if let Some(f) = first.take() {
+                    let _ = f.send(());
+                }
+            }
+        }
+        let delay = inner.cfg.restart.delay(failures);
+        failures = failures.saturating_add(1);
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = inner.shutdown.cancelled() => break,
+        }
+    }
+    if let Some(f) = first.take() {
+        let _ = f.send(());
+    }
+}
+
+/// An MCP server behind the [`Provider`] trait.
+pub struct McpProvider {
+    inner: Arc<Inner>,
+    supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for McpProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpProvider")
+            .field("id", &self.inner.cfg.id)
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+impl McpProvider {
+    /// Starts the server and waits for the first attempt (bounded by
+    /// [`McpConfig::connect_timeout`]). Never fails: if the server cannot start, the provider
+    /// is returned unavailable and keeps retrying in the background.
+    pub async fn start(cfg: McpConfig, launcher: Arc<dyn Launcher>) -> Arc<McpProvider> {
+        let (events, _) = broadcast::channel(64);
+        let inner = Arc::new(Inner {
+            cfg,
+            launcher,
+            state: Mutex::new(State {
+                conn: None,
+                reason: "the server is starting".into(),
+                tools: None,
+            }),
+            events,
+            shutdown: CancellationToken::new(),
+        });
+        let (first_tx, first_rx) = oneshot::channel();
+        let handle = tokio::spawn(supervise(inner.clone(), first_tx));
+        let _ = first_rx.await;
+        Arc::new(McpProvider {
+            inner,
+            supervisor: Mutex::new(Some(handle)),
+        })
+    }
+
+    /// Serving or not, and why not.
+    pub fn status(&self) -> McpStatus {
+        let st = self.inner.lock();
+        match &st.conn {
+            Some(_) => McpStatus::Available,
+            None => McpStatus::Unavailable {
+                reason: st.reason.clone(),
+            },
+        }
+    }
+
+    /// The pid of the current stdio child (the process the launcher built, which may be a
+    /// sandbox wrapper), for diagnostics.
+    pub fn server_pid(&self) -> Option<u32> {
+        self.inner.lock().conn.as_ref().and_then(|c| c.pid)
+    }
+
+    fn conn(&self) -> Result<Arc<Conn>, ProviderError> {
+        let st = self.inner.lock();
+        match &st.conn {
+            Some(c) if !c.dead.is_cancelled() => Ok(c.clone()),
+            Some(c) => Err(self.inner.unavailable(c.death_reason())),
+            None => Err(self.inner.unavailable(st.reason.clone())),
+        }
+    }
+
+    /// Maps an rmcp error for a call on `conn`.
+    async fn map_error(&self, conn: &Conn, e: ServiceError) -> ProviderError {
+        match e {
+            ServiceError::McpError(ed) => ProviderError::Upstream(RpcError {
+                code: i64::from(ed.code.0),
+                message: ed.message.into_owned(),
+                data: ed.data,
+            }),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                // If the process died, its watcher says so within moments: prefer that reason.
+                let _ = conn.suspect.send(());
+                let _ = tokio::time::timeout(Duration::from_millis(300), conn.dead.cancelled())
+                    .await;
+                let reason = if conn.dead.is_cancelled() {
+                    conn.death_reason()
+                } else {
+                    format!("the connection to the server failed: {e}")
+                };
+                self.inner.unavailable(reason)
+            }
+            other => ProviderError::Upstream(RpcError {
+                code: i64::from(rmcp::model::ErrorCode::INTERNAL_ERROR.0),
+                message: other.to_string(),
+                data: None,
+            }),
+        }
+    }
+}
+
+fn unsupported(what: &str) -> ProviderError {
+    ProviderError::Upstream(RpcError {
+        code: i64::from(rmcp::model::ErrorCode::INTERNAL_ERROR.0),
+        message: format!("the server answered with {what}, which AXP does not support yet"),
+        data: None,
+    })
+}
+
+/// Maps a `tools/call` answer to a [`ToolOutput`].
+fn to_output(result: ServerResult) -> Result<ToolOutput, ProviderError> {
+    let value = match result {
+        ServerResult::CallToolResult(r) => serde_json::to_value(r),
+        ServerResult::InputRequiredResult(_) => {
+            return Err(unsupported("an MRTR `input_required` result"));
+        }
+        ServerResult::CreateTaskResult(_) => return Err(unsupported("a task")),
+        // rmcp decodes a content-less result as one of the other shapes; read it as ours.
+        other => serde_json::to_value(other),
+    };
+    value
+        .and_then(serde_json::from_value::<ToolOutput>)
+        .map_err(|e| {
+            ProviderError::Upstream(RpcError {
+                code: i64::from(rmcp::model::ErrorCode::INTERNAL_ERROR.0),
+                message: format!("the server's tools/call result cannot be read: {e}"),
+                data: None,
+            })
+        })
+}
+
+impl Drop for McpProvider {
+    fn drop(&mut self) {
+        // Stops the supervisor, which closes the session and kills the child's group.
+        self.inner.shutdown.cancel();
+    }
+}
+
+#[async_trait]
+impl Provider for McpProvider {
+    fn id(&self) -> &ProviderId {
+        &self.inner.cfg.id
+    }
+
+    async fn tools(&self) -> Result<Vec<ToolSpec>, ProviderError> {
+        let st = self.inner.lock();
+        match &st.tools {
+            Some(t) => Ok(t.clone()),
+            None => Err(self.inner.unavailable(st.reason.clone())),
+        }
+    }
+
+    async fn call(
+        &self,
+        call: ToolCall,
+        sink: JobSink,
+        cancel: CancellationToken,
+    ) -> Result<ToolOutput, ProviderError> {
+        let conn = self.conn()?;
+        let tool = call.tool.clone();
+        let params = CallToolRequestParams::new(call.tool).with_arguments(call.arguments);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = match conn
+            .peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(h) => h,
+            Err(e) => return Err(self.map_error(&conn, e).await),
+        };
+        let _route = conn
+            .progress
+            .register(handle.progress_token.clone(), sink);
+        let mut abandon = AbandonGuard {
+            peer: conn.peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let timeout = self.inner.cfg.timeout;
+        let result = tokio::select! {
+            r = handle.await_response() => {
+                abandon.disarm();
+                r
+            }
+            _ = cancel.cancelled() => {
+                if let Some(id) = abandon.disarm() {
+                    send_cancelled(&conn.peer, id, "cancelled by the client").await;
+                }
+                return Err(ProviderError::Cancelled);
+            }
+            _ = tokio::time::sleep(timeout) => {
+                if let Some(id) = abandon.disarm() {
+                    send_cancelled(&conn.peer, id, "timed out").await;
+                }
+                return Err(ProviderError::Timeout {
+                    tool,
+                    secs: timeout.as_secs_f64().ceil() as u64,
+                });
+            }
+            _ = conn.dead.cancelled() => {
+                abandon.disarm();
+                return Err(self.inner.unavailable(conn.death_reason()));
+            }
+        };
+        match result {
+            Ok(r) => {
+                // rmcp handles each notification in its own task: let progress notifications
+                // that arrived before the answer reach the sink before the route is dropped.
+                tokio::task::yield_now().await;
+                tokio::task::yield_now().await;
+                to_output(r)
+            }
+            Err(e) => Err(self.map_error(&conn, e).await),
+        }
+    }
+
+    fn events(&self) -> Option<broadcast::Receiver<ProviderEvent>> {
+        Some(self.inner.events.subscribe())
+    }
+
+    async fn shutdown(&self) -> Result<(), ProviderError> {
+        self.inner.shutdown.cancel();
+        let handle = self
+            .supervisor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(h) = handle {
+            let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let p = RestartPolicy {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+        };
+        assert_eq!(p.delay(0), Duration::from_millis(100));
+        assert_eq!(p.delay(1), Duration::from_millis(200));
+        assert_eq!(p.delay(3), Duration::from_millis(800));
+        assert_eq!(p.delay(4), Duration::from_secs(1));
+        assert_eq!(p.delay(u32::MAX), Duration::from_secs(1));
+    }
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<JobEventKind>>);
+    impl crate::EventSink for Collect {
+        fn emit(&self, e: JobEventKind) {
+            self.0.lock().unwrap().push(e);
+        }
+    }
+
+    fn progress(token: i64, p: f64) -> ProgressNotificationParam {
+        serde_json::from_value(serde_json::json!({"progressToken": token, "progress": p})).unwrap()
+    }
+
+    #[test]
+    fn progress_routes_by_token_keeps_order_and_adopts_early_arrivals() {
+        let router = Arc::new(ProgressRouter::default());
+        // Arrives before its call registered.
+        router.dispatch(progress(7, 1.0));
+        let sink = Arc::new(Collect::default());
+        let token: ProgressToken = serde_json::from_value(serde_json::json!(7)).unwrap();
+        let guard = router.register(token, sink.clone());
+        router.dispatch(progress(7, 3.0));
+        router.dispatch(progress(7, 2.0)); // out of order: dropped
+        router.dispatch(progress(8, 1.0)); // someone else's
+        let got: Vec<f64> = sink
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| match e {
+                JobEventKind::Progress { progress, .. } => *progress,
+                _ => -1.0,
+            })
+            .collect();
+        assert_eq!(got, vec![1.0, 3.0]);
+        drop(guard);
+        assert!(router.lock().routes.is_empty());
+        assert_eq!(router.lock().orphans.len(), 1);
+    }
+}
