@@ -75,7 +75,9 @@ impl Metrics {
     /// The counters in Prometheus text exposition format.
     pub fn render(&self) -> String {
         let mut s = String::new();
-        s.push_str("# HELP axp_egress_attempts_total Connection attempts by decision and reason.\n");
+        s.push_str(
+            "# HELP axp_egress_attempts_total Connection attempts by decision and reason.\n",
+        );
         s.push_str("# TYPE axp_egress_attempts_total counter\n");
         if let Ok(m) = self.decisions.lock() {
             for ((d, r), n) in m.iter() {
@@ -90,10 +92,30 @@ impl Metrics {
                 v.load(Ordering::Relaxed)
             )
         };
-        s.push_str(&g("axp_egress_accepted_total", "counter", "Connections accepted.", &self.accepted));
-        s.push_str(&g("axp_egress_active", "gauge", "Connections open now.", &self.active));
-        s.push_str(&g("axp_egress_bytes_up_total", "counter", "Bytes client to upstream.", &self.bytes_up));
-        s.push_str(&g("axp_egress_bytes_down_total", "counter", "Bytes upstream to client.", &self.bytes_down));
+        s.push_str(&g(
+            "axp_egress_accepted_total",
+            "counter",
+            "Connections accepted.",
+            &self.accepted,
+        ));
+        s.push_str(&g(
+            "axp_egress_active",
+            "gauge",
+            "Connections open now.",
+            &self.active,
+        ));
+        s.push_str(&g(
+            "axp_egress_bytes_up_total",
+            "counter",
+            "Bytes client to upstream.",
+            &self.bytes_up,
+        ));
+        s.push_str(&g(
+            "axp_egress_bytes_down_total",
+            "counter",
+            "Bytes upstream to client.",
+            &self.bytes_down,
+        ));
         s
     }
 }

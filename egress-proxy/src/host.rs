@@ -299,6 +299,7 @@ pub fn parse_absolute_form(target: &str) -> Result<(Target, String), HostError> 
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -328,18 +329,25 @@ mod tests {
 
     #[test]
     fn bad_numeric_hosts_are_refused_not_resolved() {
-        for s in ["256.0.0.1", "1.2.3.4.5", "08.1.1.1", "0x1g.1", "4294967296", "evil.123"] {
+        for s in [
+            "256.0.0.1",
+            "1.2.3.4.5",
+            "08.1.1.1",
+            "0x1g.1",
+            "4294967296",
+            "evil.123",
+        ] {
             assert!(parse_host(s).is_err(), "{s}");
         }
-        assert_eq!(
-            parse_host("0x7f.evil"),
-            Ok(Host::Name("0x7f.evil".into()))
-        );
+        assert_eq!(parse_host("0x7f.evil"), Ok(Host::Name("0x7f.evil".into())));
     }
 
     #[test]
     fn names_are_lowercased_and_one_trailing_dot_is_dropped() {
-        assert_eq!(parse_host("Allowed.TEST."), Ok(Host::Name("allowed.test".into())));
+        assert_eq!(
+            parse_host("Allowed.TEST."),
+            Ok(Host::Name("allowed.test".into()))
+        );
         assert!(parse_host("allowed.test..").is_err());
         assert!(parse_host(".").is_err());
         assert!(parse_host("a..b").is_err());
@@ -351,7 +359,10 @@ mod tests {
         assert_eq!(parse_host("a\0b"), Err(HostError::ControlByte(0)));
         assert_eq!(parse_host("a\r\nb"), Err(HostError::ControlByte(b'\r')));
         assert_eq!(parse_host("аllowed.test"), Err(HostError::NonAscii));
-        assert_eq!(parse_host("evil.test#@allowed.test"), Err(HostError::ForbiddenChar('#')));
+        assert_eq!(
+            parse_host("evil.test#@allowed.test"),
+            Err(HostError::ForbiddenChar('#'))
+        );
         assert_eq!(parse_host("a%2e.test"), Err(HostError::ForbiddenChar('%')));
         assert_eq!(parse_host("*.test"), Err(HostError::ForbiddenChar('*')));
         assert_eq!(
@@ -362,15 +373,15 @@ mod tests {
             parse_absolute_form("http://allowed.test@evil.test/"),
             Err(HostError::Userinfo)
         );
-        assert_eq!(parse_absolute_form("http://a\\@b/"), Err(HostError::BadUrlChar('\\')));
+        assert_eq!(
+            parse_absolute_form("http://a\\@b/"),
+            Err(HostError::BadUrlChar('\\'))
+        );
     }
 
     #[test]
     fn ipv6_literals() {
-        assert_eq!(
-            parse_host("[::1]"),
-            Ok(Host::Ip("::1".parse().unwrap()))
-        );
+        assert_eq!(parse_host("[::1]"), Ok(Host::Ip("::1".parse().unwrap())));
         assert_eq!(parse_host("::1"), Ok(Host::Ip("::1".parse().unwrap())));
         assert!(parse_host("[fe80::1%eth0]").is_err());
         assert_eq!(
@@ -384,17 +395,29 @@ mod tests {
     fn authorities_and_urls() {
         let t = parse_authority("allowed.test:8443", None).unwrap();
         assert_eq!(t.to_string(), "allowed.test:8443");
-        assert_eq!(parse_authority("allowed.test", None), Err(HostError::MissingPort));
+        assert_eq!(
+            parse_authority("allowed.test", None),
+            Err(HostError::MissingPort)
+        );
         assert_eq!(parse_authority("allowed.test", Some(80)).unwrap().port, 80);
         for p in ["0", "65536", "+80", "8o", ""] {
-            assert!(parse_authority(&format!("a.test:{p}"), None).is_err(), "{p}");
+            assert!(
+                parse_authority(&format!("a.test:{p}"), None).is_err(),
+                "{p}"
+            );
         }
         let (t, path) = parse_absolute_form("HTTP://Allowed.test:81?x=1").unwrap();
-        assert_eq!((t.to_string(), path.as_str()), ("allowed.test:81".into(), "/?x=1"));
+        assert_eq!(
+            (t.to_string(), path.as_str()),
+            ("allowed.test:81".into(), "/?x=1")
+        );
         assert!(matches!(
             parse_absolute_form("https://allowed.test/"),
             Err(HostError::BadScheme(_))
         ));
-        assert_eq!(parse_absolute_form("/index.html"), Err(HostError::NotAbsolute));
+        assert_eq!(
+            parse_absolute_form("/index.html"),
+            Err(HostError::NotAbsolute)
+        );
     }
 }

@@ -374,6 +374,7 @@ pub fn response(status: u16, text: &str, reason: &str, detail: &str) -> Vec<u8> 
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -397,9 +398,15 @@ mod tests {
     #[test]
     fn host_header_must_agree() {
         let h = head("GET http://allowed.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n");
-        assert!(matches!(forward_request(&h), Err(HeadError::HostMismatch { .. })));
+        assert!(matches!(
+            forward_request(&h),
+            Err(HeadError::HostMismatch { .. })
+        ));
         let h = head("GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test:81\r\n\r\n");
-        assert!(matches!(forward_request(&h), Err(HeadError::HostMismatch { .. })));
+        assert!(matches!(
+            forward_request(&h),
+            Err(HeadError::HostMismatch { .. })
+        ));
         let h = head("GET http://allowed.test/ HTTP/1.1\r\nHost: ALLOWED.test.\r\n\r\n");
         assert!(forward_request(&h).is_ok());
         let h = head("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n");
@@ -411,14 +418,20 @@ mod tests {
         assert!(parse_head(b"GET http://a.test/ HTTP/1.1\r\nX: a\0b\r\n\r\n").is_err());
         assert!(parse_head(b"GET http://a.test/\0 HTTP/1.1\r\n\r\n").is_err());
         assert!(parse_head(b"CONNECT a.test\r.evil:443 HTTP/1.1\r\n\r\n").is_err());
-        assert_eq!(parse_head(b"GET http://a.test/ HTTP/1.1\r\nHost: a"), Ok(None));
+        assert_eq!(
+            parse_head(b"GET http://a.test/ HTTP/1.1\r\nHost: a"),
+            Ok(None)
+        );
     }
 
     #[test]
     fn framing_is_unambiguous() {
-        let h = head("POST http://a.test/ HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n");
+        let h = head(
+            "POST http://a.test/ HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+        );
         assert!(matches!(h.body(), Err(HeadError::Framing(_))));
-        let h = head("POST http://a.test/ HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n");
+        let h =
+            head("POST http://a.test/ HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n");
         assert!(matches!(h.body(), Err(HeadError::Framing(_))));
         let h = head("POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
         assert!(matches!(h.body(), Err(HeadError::Framing(_))));
@@ -442,7 +455,13 @@ mod tests {
             }
         }
         assert_eq!(done, Some(end));
-        assert_eq!(ChunkedScanner::default().feed(b"zz\r\n"), ChunkProgress::Invalid);
-        assert_eq!(ChunkedScanner::default().feed(b"3\r\nabcX"), ChunkProgress::Invalid);
+        assert_eq!(
+            ChunkedScanner::default().feed(b"zz\r\n"),
+            ChunkProgress::Invalid
+        );
+        assert_eq!(
+            ChunkedScanner::default().feed(b"3\r\nabcX"),
+            ChunkProgress::Invalid
+        );
     }
 }

@@ -113,7 +113,11 @@ fn in_v4(a: Ipv4Addr, net: [u8; 4], len: u32) -> bool {
 }
 
 fn in_v6(a: Ipv6Addr, net: Ipv6Addr, len: u32) -> bool {
-    let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+    let mask = if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - len)
+    };
     (u128::from(a) & mask) == (u128::from(net) & mask)
 }
 
@@ -208,6 +212,7 @@ pub fn classify(ip: IpAddr) -> Option<Refusal> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -237,7 +242,13 @@ mod tests {
         ] {
             assert_eq!(class(s), Some(c), "{s}");
         }
-        for s in ["1.1.1.1", "172.32.0.1", "100.128.0.1", "8.8.8.8", "198.20.0.1"] {
+        for s in [
+            "1.1.1.1",
+            "172.32.0.1",
+            "100.128.0.1",
+            "8.8.8.8",
+            "198.20.0.1",
+        ] {
             assert_eq!(class(s), None, "{s}");
         }
     }
@@ -263,7 +274,12 @@ mod tests {
         ] {
             assert_eq!(class(s), Some(c), "{s}");
         }
-        for s in ["2606:4700::1111", "::ffff:1.1.1.1", "64:ff9b::8.8.8.8", "2002:0808:0808::1"] {
+        for s in [
+            "2606:4700::1111",
+            "::ffff:1.1.1.1",
+            "64:ff9b::8.8.8.8",
+            "2002:0808:0808::1",
+        ] {
             assert_eq!(class(s), None, "{s}");
         }
         let r = classify("::ffff:10.1.2.3".parse().unwrap()).unwrap();

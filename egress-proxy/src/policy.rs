@@ -246,7 +246,11 @@ impl Policy {
         if let Some(d) = self.deny.iter().find(|r| r.matches(&as_target)) {
             return Err(Denial::DeniedByRule(d.text.clone()));
         }
-        if self.dangerously_allow_private.iter().any(|c| c.contains(ip)) {
+        if self
+            .dangerously_allow_private
+            .iter()
+            .any(|c| c.contains(ip))
+        {
             return Ok(());
         }
         match classify(ip) {
@@ -257,6 +261,7 @@ impl Policy {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::host::parse_authority;
@@ -271,7 +276,9 @@ mod tests {
 
     fn check(p: &Policy, a: &str) -> Result<String, &'static str> {
         let t = parse_authority(a, None).unwrap();
-        p.check_target(&t).map(|r| r.to_string()).map_err(|d| d.code())
+        p.check_target(&t)
+            .map(|r| r.to_string())
+            .map_err(|d| d.code())
     }
 
     #[test]
@@ -300,13 +307,17 @@ mod tests {
         assert_eq!(check(&p, "10.0.0.6:80"), Err("ip_literal"));
         assert!(check(&p, "[::1]:5").is_ok());
         assert_eq!(
-            p.check_addr("10.0.0.5".parse().unwrap(), 80).map_err(|d| d.code()),
+            p.check_addr("10.0.0.5".parse().unwrap(), 80)
+                .map_err(|d| d.code()),
             Err("refused_address")
         );
         let mut p = p;
         p.dangerously_allow_private = vec!["10.0.0.0/8".parse().unwrap()];
         assert!(p.check_addr("10.0.0.5".parse().unwrap(), 80).is_ok());
-        assert!(p.check_addr("::ffff:10.0.0.5".parse().unwrap(), 80).is_err());
+        assert!(
+            p.check_addr("::ffff:10.0.0.5".parse().unwrap(), 80)
+                .is_err()
+        );
     }
 
     #[test]
@@ -315,6 +326,11 @@ mod tests {
             assert!(r.parse::<Rule>().is_err(), "{r}");
         }
         assert!("1.2.3.4/33".parse::<Cidr>().is_err());
-        assert!("127.0.0.0/8".parse::<Cidr>().unwrap().contains("127.9.9.9".parse().unwrap()));
+        assert!(
+            "127.0.0.0/8"
+                .parse::<Cidr>()
+                .unwrap()
+                .contains("127.9.9.9".parse().unwrap())
+        );
     }
 }

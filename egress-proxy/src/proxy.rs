@@ -166,10 +166,12 @@ impl Proxy {
         }
         let mut tcp = Vec::new();
         for a in &cfg.listen {
-            let l = TcpListener::bind(a).await.map_err(|source| ProxyError::Bind {
-                what: a.to_string(),
-                source,
-            })?;
+            let l = TcpListener::bind(a)
+                .await
+                .map_err(|source| ProxyError::Bind {
+                    what: a.to_string(),
+                    source,
+                })?;
             tcp.push(l);
         }
         let mut unix = Vec::new();
@@ -187,13 +189,18 @@ impl Proxy {
             unix.push((l, p.clone()));
         }
         let metrics = match cfg.metrics {
-            Some(a) => Some(TcpListener::bind(a).await.map_err(|source| ProxyError::Bind {
-                what: a.to_string(),
-                source,
-            })?),
+            Some(a) => Some(
+                TcpListener::bind(a)
+                    .await
+                    .map_err(|source| ProxyError::Bind {
+                        what: a.to_string(),
+                        source,
+                    })?,
+            ),
             None => None,
         };
-        let mut self_addrs: Vec<SocketAddr> = tcp.iter().filter_map(|l| l.local_addr().ok()).collect();
+        let mut self_addrs: Vec<SocketAddr> =
+            tcp.iter().filter_map(|l| l.local_addr().ok()).collect();
         self_addrs.extend(metrics.iter().filter_map(|l| l.local_addr().ok()));
         let resolver = build_resolver(&cfg.resolvers)?;
         let audit = AuditLog::open(cfg.audit.as_deref()).map_err(ProxyError::Audit)?;
@@ -216,7 +223,10 @@ impl Proxy {
 
     /// The bound TCP proxy addresses, in the order given.
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.tcp.iter().filter_map(|l| l.local_addr().ok()).collect()
+        self.tcp
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
     }
 
     /// The bound metrics address, if any.
@@ -409,9 +419,15 @@ impl Shared {
     async fn read_more<S: Io>(&self, s: &mut S, buf: &mut Vec<u8>) -> Result<usize, Refuse> {
         let mut tmp = [0u8; 8192];
         match tokio::time::timeout(self.cfg.idle_timeout, s.read(&mut tmp)).await {
-            Err(_) => Err(refuse("idle_timeout", "the client sent no complete request in time")),
+            Err(_) => Err(refuse(
+                "idle_timeout",
+                "the client sent no complete request in time",
+            )),
             Ok(Err(e)) => Err(refuse("malformed", format!("read error: {e}"))),
-            Ok(Ok(0)) => Err(refuse("malformed", "the client closed before a complete request")),
+            Ok(Ok(0)) => Err(refuse(
+                "malformed",
+                "the client closed before a complete request",
+            )),
             Ok(Ok(n)) => {
                 buf.extend_from_slice(&tmp[..n]);
                 Ok(n)
@@ -437,7 +453,11 @@ impl Shared {
         if let Err((code, detail)) = res {
             // A refusal after the allow decision (a tunnel's first bytes failed their check)
             // turns the record into a denial.
-            rec.decision = if code == "upstream_failed" { "error" } else { "deny" };
+            rec.decision = if code == "upstream_failed" {
+                "error"
+            } else {
+                "deny"
+            };
             rec.reason = code;
             rec.detail = detail;
         }
@@ -458,13 +478,14 @@ impl Shared {
                 Ok(None) if buf.len() > self.cfg.max_header_bytes => {
                     break Err(refuse(
                         "header_too_large",
-                        format!("the request head exceeds {} bytes", self.cfg.max_header_bytes),
+                        format!(
+                            "the request head exceeds {} bytes",
+                            self.cfg.max_header_bytes
+                        ),
                     ));
                 }
                 Ok(None) => {
-                    if let Err(r) = self.read_more(s, &mut buf).await {
-                        return Err(r);
-                    }
+                    self.read_more(s, &mut buf).await?;
                 }
                 Err(e) => break Err(head_refusal(&e)),
             }
@@ -472,7 +493,10 @@ impl Shared {
         let head = match parsed {
             Ok(h) if h.len > self.cfg.max_header_bytes => Err(refuse(
                 "header_too_large",
-                format!("the request head exceeds {} bytes", self.cfg.max_header_bytes),
+                format!(
+                    "the request head exceeds {} bytes",
+                    self.cfg.max_header_bytes
+                ),
             )),
             other => other,
         };
@@ -484,7 +508,11 @@ impl Shared {
             rec.proto = "connect";
             let target = match parse_authority(&head.target, None) {
                 Ok(t) => t,
-                Err(e) => return self.http_deny(s, refuse("invalid_host", e.to_string())).await,
+                Err(e) => {
+                    return self
+                        .http_deny(s, refuse("invalid_host", e.to_string()))
+                        .await;
+                }
             };
             rec.target = Some(target.to_string());
             let upstream = match self.decide_and_connect(&target, has_permit, rec).await {
@@ -515,7 +543,10 @@ impl Shared {
         let n = self.charge(fwd.upstream_head.len() as u64);
         if n < fwd.upstream_head.len() as u64 {
             return self
-                .http_deny(s, refuse("byte_limit", "the session's byte budget is spent"))
+                .http_deny(
+                    s,
+                    refuse("byte_limit", "the session's byte budget is spent"),
+                )
                 .await;
         }
         rec.bytes_up += n;
@@ -529,7 +560,8 @@ impl Shared {
             Body::Chunked => UpFilter::Chunked(ChunkedScanner::default()),
         };
         let leftover = buf.split_off(head.len);
-        self.pump(s, upstream, &fwd.target, leftover, filter, rec).await
+        self.pump(s, upstream, &fwd.target, leftover, filter, rec)
+            .await
     }
 
     async fn http_deny<S: Io>(&self, s: &mut S, r: Refuse) -> Result<(), Refuse> {
@@ -549,7 +581,9 @@ impl Shared {
         let used = loop {
             match socks::parse_greeting(&buf) {
                 Ok(Some(n)) => break n,
-                Ok(None) if buf.len() > 300 => return Err(refuse("malformed", "oversize greeting")),
+                Ok(None) if buf.len() > 300 => {
+                    return Err(refuse("malformed", "oversize greeting"));
+                }
                 Ok(None) => {
                     self.read_more(s, &mut buf).await?;
                 }
@@ -652,8 +686,12 @@ impl Shared {
                 )
                 .await;
                 match looked {
-                    Err(_) => return Err(refuse("resolve_failed", format!("resolving {n} timed out"))),
-                    Ok(Err(e)) => return Err(refuse("resolve_failed", format!("resolving {n}: {e}"))),
+                    Err(_) => {
+                        return Err(refuse("resolve_failed", format!("resolving {n} timed out")));
+                    }
+                    Ok(Err(e)) => {
+                        return Err(refuse("resolve_failed", format!("resolving {n}: {e}")));
+                    }
                     Ok(Ok(l)) => l.iter().collect(),
                 }
             }
@@ -741,7 +779,10 @@ impl Shared {
                             Ok(Host::Name(s)) if &s == n => Ok(Some("tls")),
                             _ => Err(refuse(
                                 "sni_mismatch",
-                                format!("TLS SNI `{}` differs from the tunnel host `{n}`", sni.escape_default()),
+                                format!(
+                                    "TLS SNI `{}` differs from the tunnel host `{n}`",
+                                    sni.escape_default()
+                                ),
                             )),
                         },
                         (Host::Name(n), None) => Err(refuse(
@@ -751,7 +792,10 @@ impl Shared {
                         (Host::Ip(_), None) => Ok(Some("tls")),
                         (Host::Ip(ip), Some(sni)) => Err(refuse(
                             "sni_mismatch",
-                            format!("TLS SNI `{}` sent through a tunnel to the address {ip}", sni.escape_default()),
+                            format!(
+                                "TLS SNI `{}` sent through a tunnel to the address {ip}",
+                                sni.escape_default()
+                            ),
                         )),
                     }
                 }

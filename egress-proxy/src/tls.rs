@@ -51,7 +51,8 @@ impl<'a> Reader<'a> {
         self.take(1).map(|s| s[0])
     }
     fn u16(&mut self) -> Option<usize> {
-        self.take(2).map(|s| usize::from(u16::from_be_bytes([s[0], s[1]])))
+        self.take(2)
+            .map(|s| usize::from(u16::from_be_bytes([s[0], s[1]])))
     }
     fn vec8(&mut self) -> Option<&'a [u8]> {
         let n = usize::from(self.u8()?);
@@ -97,7 +98,8 @@ pub fn parse_client_hello(buf: &[u8]) -> HelloParse {
             if hs[0] != 1 {
                 return HelloParse::Malformed("the first handshake message is not a ClientHello");
             }
-            let body_len = (usize::from(hs[1]) << 16) | (usize::from(hs[2]) << 8) | usize::from(hs[3]);
+            let body_len =
+                (usize::from(hs[1]) << 16) | (usize::from(hs[2]) << 8) | usize::from(hs[3]);
             if body_len > MAX_HELLO {
                 return HelloParse::Malformed("ClientHello too large");
             }
@@ -205,6 +207,7 @@ pub fn build_client_hello(sni: Option<&str>) -> Vec<u8> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -217,7 +220,11 @@ mod tests {
         });
         assert_eq!(parse_client_hello(&rec), want);
         for cut in 0..rec.len() {
-            assert_eq!(parse_client_hello(&rec[..cut]), HelloParse::NeedMore, "{cut}");
+            assert_eq!(
+                parse_client_hello(&rec[..cut]),
+                HelloParse::NeedMore,
+                "{cut}"
+            );
         }
         assert_eq!(
             parse_client_hello(&build_client_hello(None)),
@@ -239,12 +246,17 @@ mod tests {
         two.extend_from_slice(&[22, 3, 1]);
         two.extend_from_slice(&(b.len() as u16).to_be_bytes());
         two.extend_from_slice(b);
-        assert!(matches!(parse_client_hello(&two), HelloParse::Hello(h) if h.sni.as_deref() == Some("split.test")));
+        assert!(
+            matches!(parse_client_hello(&two), HelloParse::Hello(h) if h.sni.as_deref() == Some("split.test"))
+        );
     }
 
     #[test]
     fn garbage_is_not_tls_or_malformed_never_a_panic() {
-        assert_eq!(parse_client_hello(b"GET / HTTP/1.1\r\n"), HelloParse::NotTls);
+        assert_eq!(
+            parse_client_hello(b"GET / HTTP/1.1\r\n"),
+            HelloParse::NotTls
+        );
         assert!(matches!(
             parse_client_hello(&[22, 3, 1, 0, 4, 2, 0, 0, 0]),
             HelloParse::Malformed(_)

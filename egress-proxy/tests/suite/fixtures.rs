@@ -42,8 +42,15 @@ impl Zone {
         let v6 = |s: &str| RData::AAAA(AAAA(s.parse().unwrap()));
         let up = v4(UP_IP);
         let (a, aaaa): (Vec<RData>, Vec<RData>) = match name {
-            "allowed.test" | "other.test" | "evil.test" | "a.sub.test" | "sub.test"
-            | "bad.sub.test" | "allowed.test.evil.test" | "xn--llowed-9pf.test" | "self.test"
+            "allowed.test"
+            | "other.test"
+            | "evil.test"
+            | "a.sub.test"
+            | "sub.test"
+            | "bad.sub.test"
+            | "allowed.test.evil.test"
+            | "xn--llowed-9pf.test"
+            | "self.test"
             | "bulk.test" => (vec![up], vec![]),
             "private.test" => (vec![v4(Ipv4Addr::new(10, 0, 0, 1))], vec![]),
             "metadata.test" => (vec![v4(Ipv4Addr::new(169, 254, 169, 254))], vec![]),
@@ -55,7 +62,11 @@ impl Zone {
             "rebind.test" => {
                 if qt == RecordType::A {
                     let n = self.rebind_flip.fetch_add(1, Ordering::SeqCst);
-                    let ip = if n % 2 == 0 { REBIND_A } else { REBIND_B };
+                    let ip = if n.is_multiple_of(2) {
+                        REBIND_A
+                    } else {
+                        REBIND_B
+                    };
                     (vec![v4(ip)], vec![])
                 } else {
                     (vec![], vec![])
@@ -63,7 +74,13 @@ impl Zone {
             }
             _ => return None,
         };
-        Some(if qt == RecordType::A { a } else if qt == RecordType::AAAA { aaaa } else { vec![] })
+        Some(if qt == RecordType::A {
+            a
+        } else if qt == RecordType::AAAA {
+            aaaa
+        } else {
+            vec![]
+        })
     }
 }
 
@@ -79,7 +96,12 @@ impl RequestHandler for Zone {
         let name = name.trim_end_matches('.').to_ascii_lowercase();
         let qt = info.query.query_type();
         if qt == RecordType::A {
-            *self.queries.lock().unwrap().entry(name.clone()).or_default() += 1;
+            *self
+                .queries
+                .lock()
+                .unwrap()
+                .entry(name.clone())
+                .or_default() += 1;
         }
         let mut md = Metadata::response_from_request(&request.metadata);
         md.authoritative = true;
@@ -260,7 +282,8 @@ impl TlsUpstream {
         let cert_pem = dir.path().join("cert.pem");
         std::fs::write(&cert_pem, ck.cert.pem()).unwrap();
         let cert_der = ck.cert.der().clone();
-        let key = rustls::pki_types::PrivateKeyDer::try_from(ck.signing_key.serialize_der()).unwrap();
+        let key =
+            rustls::pki_types::PrivateKeyDer::try_from(ck.signing_key.serialize_der()).unwrap();
         let cfg = rustls::ServerConfig::builder()
             .with_no_client_auth()
             .with_single_cert(vec![cert_der.clone()], key)
