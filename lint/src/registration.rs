@@ -1,0 +1,107 @@
+//! Registration-time linting for the gateway: [`lint_tool`] runs the same rules as `axp lint`
+//! on one tool (plus its drift against the lockfile) and [`Verdict::decide`] turns the findings
+//! into publish-or-refuse under the configured `warn`/`deny` modes. It decides nothing about
+//! what the gateway then serves, audits or shows; it only says why.
+
+use axp_protocol::ToolSpec;
+
+use crate::checks::{self, Context};
+use crate::report::to_finding;
+use crate::rules::{self, Mode};
+use crate::{Catalog, Finding, LintConfig, Lockfile, check_drift};
+
+/// The outcome of registering one tool.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Publish the tool; record these findings and show them in `axp.describe`.
+    Publish { warnings: Vec<Finding> },
+    /// Do not publish (for drift: keep serving the pinned version); every reason is a finding of
+    /// a rule in `deny` mode.
+    Refuse { reasons: Vec<Finding> },
+}
+
+impl Verdict {
+    /// Refuse when any finding belongs to a rule whose mode for that tool is `deny`.
+    pub fn decide(findings: Vec<Finding>, config: &LintConfig) -> Verdict {
+        let (deny, warn): (Vec<Finding>, Vec<Finding>) = findings.into_iter().partition(|f| {
+            rules::rule(&f.rule_id).is_some_and(|r| config.mode(r, &f.provider, &f.tool) == Mode::Deny)
+        });
+        if deny.is_empty() {
+            Verdict::Publish { warnings: warn }
+        } else {
+            Verdict::Refuse { reasons: deny }
+        }
+    }
+
+    /// `true` for [`Verdict::Publish`].
+    pub fn is_publish(&self) -> bool {
+        matches!(self, Verdict::Publish { .. })
+    }
+
+    /// One sentence per reason, for the refusal message and the audit log.
+    pub fn reasons_text(&self) -> Vec<String> {
+        match self {
+            Verdict::Publish { .. } => Vec::new(),
+            Verdict::Refuse { reasons } => reasons
+                .iter()
+                .map(|f| format!("{} {}: {}", f.rule_id, f.rule().map(|r| r.name).unwrap_or(""), f.message))
+                .collect(),
+        }
+    }
+}
+
+/// Lints one tool being registered: per-tool rules and its drift against `lock` (a change is
+/// AXP037; an unpinned tool is AXP038, after which the gateway pins it on publish).
+pub fn lint_tool(provider: &str, spec: &ToolSpec, config: &LintConfig, lock: &Lockfile) -> Vec<Finding> {
+    lint_tool_in(provider, spec, config, lock, &Catalog::new())
+}
+
+/// [`lint_tool`] with the rest of the gateway's catalog, so that shadowing of, and
+/// near-duplicates with, already-registered tools are found too.
+pub fn lint_tool_in(
+    provider: &str,
+    spec: &ToolSpec,
+    config: &LintConfig,
+    lock: &Lockfile,
+    others: &Catalog,
+) -> Vec<Finding> {
+    let ctx = Context {
+        others: others
+            .iter()
+            .filter(|(p, t)| !(*p == provider && t.name == spec.name))
+            .map(|(p, t)| (p, t.name.as_str()))
+            .collect(),
+    };
+    let mut out: Vec<Finding> = checks::check_tool(provider, spec, &ctx)
+        .into_iter()
+        .filter_map(|r| to_finding(provider, &spec.name, r, config))
+        .collect();
+    // Catalog rules against the others: run them over a catalog of the others plus this tool
+    // and keep what concerns this tool.
+    if !others.is_empty() {
+        let mut cat = others.clone();
+        let mut mine: Vec<ToolSpec> = cat.providers.get(provider).cloned().unwrap_or_default();
+        mine.retain(|t| t.name != spec.name);
+        mine.push(spec.clone());
+        cat.insert(provider, mine);
+        for (p, t, r) in checks::catalog::check_catalog(&cat) {
+            let about_me = p == provider && t == spec.name;
+            if about_me {
+                out.extend(to_finding(&p, &t, r, config));
+            }
+        }
+    }
+    let mut single = Catalog::new();
+    single.insert(provider, vec![spec.clone()]);
+    for f in check_drift(lock, &single) {
+        if f.rule_id == "AXP039" {
+            continue;
+        }
+        let Some(rule) = rules::rule(&f.rule_id) else { continue };
+        if config.enabled(rule, provider, &spec.name) {
+            let severity = config.severity(rule, provider, &spec.name);
+            out.push(Finding { severity, ..f });
+        }
+    }
+    out
+}
