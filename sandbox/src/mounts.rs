@@ -192,6 +192,11 @@ pub(crate) fn resolve_grants(policy: &Policy) -> Result<Vec<Grant>, String> {
     wanted
         .into_iter()
         .map(|(dst, kind)| {
+            // Re-checked here because `Policy`'s fields are public and a policy may be built
+            // without the builder.
+            if dst == Path::new("/") || crate::policy::RESERVED.iter().any(|r| dst.starts_with(r)) {
+                return Err(format!("{} cannot be granted", dst.display()));
+            }
             let src = std::fs::canonicalize(&dst)
                 .map_err(|e| format!("cannot expose {}: {e}", dst.display()))?;
             Ok(Grant { src, dst, kind })

@@ -164,8 +164,17 @@ fn check_path(p: &Path) -> Result<PathBuf, PolicyError> {
             Component::Prefix(_) => return bad("has a prefix"),
         }
     }
+    if out == Path::new("/") {
+        return bad("the root directory cannot be granted");
+    }
+    if RESERVED.iter().any(|r| out.starts_with(r)) {
+        return bad("/proc, /dev and /sys are managed by the sandbox");
+    }
     Ok(out)
 }
+
+/// Paths the sandbox builds itself; no grant may name them.
+pub(crate) const RESERVED: [&str; 3] = ["/proc", "/dev", "/sys"];
 
 /// Builds a [`Policy`] from capability-like inputs: the workspace, `fs.read` / `fs.write` paths,
 /// network on (through the proxy) or off, PTY on or off.

@@ -71,6 +71,15 @@ fn relative_and_dotdot_paths_are_refused() {
         Policy::builder("/w").fs_read("/w/../etc").build(),
         Err(PolicyError::BadPath { .. })
     ));
+    for bad in ["/", "/proc/1", "/dev", "/sys/fs/cgroup"] {
+        assert!(
+            matches!(
+                Policy::builder("/w").fs_read(bad).build(),
+                Err(PolicyError::BadPath { .. })
+            ),
+            "{bad} must be refused"
+        );
+    }
     assert!(matches!(
         Policy::builder("/w").env("A=B", "x").build(),
         Err(PolicyError::BadEnv { .. })

@@ -245,6 +245,19 @@ fn setup_failure_exits_125_with_a_reason() {
 }
 
 #[test]
+fn hand_built_policy_granting_root_is_refused_at_exec() {
+    let ws = workspace();
+    let mut p = policy(ws.path()).build().expect("policy");
+    p.read_only.push(PathBuf::from("/"));
+    let o = sandboxed(&p, &["true"]);
+    assert_eq!(o.code(), Some(axp_sandbox::EXIT_SETUP), "{o:?}");
+    assert!(
+        o.stderr.contains("axp-sandbox: / cannot be granted"),
+        "{o:?}"
+    );
+}
+
+#[test]
 fn missing_program_exits_127() {
     let ws = workspace();
     let p = policy(ws.path()).build().expect("policy");
