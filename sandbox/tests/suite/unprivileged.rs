@@ -99,3 +99,14 @@ fn unprivileged_user_attack_battery() {
         failures.join("\n---\n")
     );
 }
+
+#[test]
+fn unprivileged_check_grants_kernel_lsm() {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(unprivileged_bin())
+        .arg("check");
+    let o = run_cmd(c, 10);
+    assert_eq!(o.code(), Some(0), "{o:?}");
+    assert!(o.stdout.contains("tier kernel-lsm: available"), "{o:?}");
+}
