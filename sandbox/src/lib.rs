@@ -11,6 +11,7 @@
 #![allow(unsafe_code)]
 
 mod cgroup;
+pub mod discover;
 mod exec;
 mod landlock_rules;
 mod mounts;

@@ -53,20 +53,28 @@ fn mcp_server_time_answers_initialize_through_the_sandbox() {
         "{} missing: install it with `python3 -m venv .venv && .venv/bin/pip install mcp-server-time==2026.10.19`",
         server.display()
     );
-    // The venv's interpreter is a symlink into its base install, which must be exposed too.
+    // The venv's interpreter is a symlink into its base install, which must be exposed too:
+    // discovery finds both from the `#!` line and pyvenv.cfg.
+    let argv = [server.to_string_lossy().into_owned()];
+    let reads = axp_sandbox::discover::read_paths_for(&argv, None);
     let base = std::fs::canonicalize(venv.join("bin/python"))
         .expect("venv python")
         .parent()
         .and_then(Path::parent)
         .expect("base install")
         .to_path_buf();
+    assert_eq!(reads, {
+        let mut v = vec![venv.clone(), base];
+        v.sort();
+        v
+    });
     let ws = workspace();
-    let p = policy(ws.path())
-        .fs_read(&venv)
-        .fs_read(&base)
-        .build()
-        .expect("policy");
-    let line = handshake(&p, &[server.to_string_lossy().into_owned()]);
+    let mut b = policy(ws.path());
+    for r in reads {
+        b = b.fs_read(r);
+    }
+    let p = b.build().expect("policy");
+    let line = handshake(&p, &argv);
     assert!(
         line.contains("\"serverInfo\"") && line.contains("mcp-time"),
         "{line}"
@@ -82,12 +90,15 @@ fn mcp_server_everything_answers_initialize_through_the_sandbox() {
         "{} missing: run `npm ci` in tests/fixtures",
         server.display()
     );
+    let argv = ["node".to_string(), server.to_string_lossy().into_owned()];
+    assert_eq!(
+        axp_sandbox::discover::read_paths_for(&argv, None),
+        vec![modules.clone()],
+        "node is a system binary; the script needs its node_modules"
+    );
     let ws = workspace();
     let p = policy(ws.path()).fs_read(&modules).build().expect("policy");
-    let line = handshake(
-        &p,
-        &["node".to_string(), server.to_string_lossy().into_owned()],
-    );
+    let line = handshake(&p, &argv);
     assert!(
         line.contains("\"serverInfo\"") && line.contains("everything"),
         "{line}"
