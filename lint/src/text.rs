@@ -65,7 +65,11 @@ pub(crate) fn stem(w: &str) -> String {
         if let Some(base) = w.strip_suffix(suf) {
             if base.chars().count() >= 3 && !w.ends_with("ss") {
                 let mut b = base.to_string();
-                b.push_str(rep);
+                // "echoes" -> "echo", but "creates" -> "create".
+                let keep_bare = suf == "es" && (base.ends_with('o') || base.ends_with('z'));
+                if !keep_bare {
+                    b.push_str(rep);
+                }
                 // "writing" -> "writ" -> "write", "creat" -> "create": restore a dropped e.
                 if (suf == "ing" || suf == "ed") && !VERBS.contains(&b.as_str()) {
                     let with_e = format!("{b}e");

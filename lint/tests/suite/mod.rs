@@ -1,0 +1,9 @@
+//! Test modules; `mcp` is the stdio MCP client fixture shared by the real-server tests.
+
+mod config;
+mod corpus;
+mod drift;
+mod fix;
+pub(crate) mod mcp;
+mod real_servers;
+mod snapshots;
