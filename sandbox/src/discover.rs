@@ -85,14 +85,14 @@ fn visit(file: &Path, path_env: Option<&OsStr>, out: &mut Vec<PathBuf>, depth: u
             out.push(r);
         }
     }
-    if let Some(home) = venv_home(file) {
-        if let Some(py) = ["python3", "python"]
+    let venv_python = venv_home(file).and_then(|home| {
+        ["python3", "python"]
             .iter()
             .map(|n| home.join(n))
             .find(|p| p.exists())
-        {
-            visit(&py, path_env, out, depth + 1);
-        }
+    });
+    if let Some(py) = venv_python {
+        visit(&py, path_env, out, depth + 1);
     }
     if let Some(words) = shebang(&canonical) {
         let interp = if words[0].ends_with("/env") {
