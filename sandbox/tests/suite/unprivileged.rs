@@ -110,3 +110,39 @@ fn unprivileged_check_grants_kernel_lsm() {
     assert_eq!(o.code(), Some(0), "{o:?}");
     assert!(o.stdout.contains("tier kernel-lsm: available"), "{o:?}");
 }
+
+#[test]
+fn unprivileged_user_reaches_the_proxy_through_the_forwarder() {
+    use std::io::{Read, Write};
+    let dir = tempfile::Builder::new()
+        .prefix("axp-proxy-")
+        .tempdir()
+        .expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let sock = dir.path().join("proxy.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).expect("chmod sock");
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 16];
+            if let Ok(n) = s.read(&mut buf) {
+                let _ = s.write_all(b"via-proxy:");
+                let _ = s.write_all(&buf[..n]);
+            }
+        }
+    });
+    let ws = workspace();
+    chown_nobody(ws.path());
+    let code = "import socket; s=socket.create_connection(('127.0.0.1',18080),timeout=5); s.sendall(b'hi'); print(s.recv(64).decode())";
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(unprivileged_bin())
+        .args(["run", "--workspace"])
+        .arg(ws.path())
+        .arg("--proxy")
+        .arg(format!("{}:18080", sock.display()))
+        .args(["--", "python3", "-c", code]);
+    let o = run_cmd(c, 20);
+    assert_eq!(o.code(), Some(0), "{o:?}");
+    assert_eq!(o.stdout.trim(), "via-proxy:hi", "{o:?}");
+}
