@@ -151,10 +151,13 @@ pub(crate) fn action_verbs(tool: &ToolSpec) -> Vec<String> {
     if let Some(t) = name_tokens(&tool.name).into_iter().find(|t| is_verb(t)) {
         v.push(stem(&t));
     }
-    if let Some(t) = words(first_sentence(&tool.description))
-        .into_iter()
-        .find(|t| is_verb(t))
-    {
+    // Identifiers (send_email, `git-diff`) in the sentence name other tools, not this one's action.
+    let plain_words: Vec<String> = first_sentence(&tool.description)
+        .split_whitespace()
+        .filter(|t| !t.contains('_') && !t.contains('`') && !t.trim_matches(|c: char| !c.is_alphanumeric()).contains('-'))
+        .flat_map(words)
+        .collect();
+    if let Some(t) = plain_words.into_iter().find(|t| is_verb(t)) {
         v.push(stem(&t));
     }
     v.dedup();

@@ -77,9 +77,13 @@ pub(crate) fn check(provider: &str, tool: &ToolSpec, ctx: &Context<'_>, out: &mu
             continue;
         }
         let visible: String = t.text.chars().filter(|c| classify(*c).is_none()).collect();
-        text_rules(&t.pointer, &visible, "", out, &mut sensitive_sentences);
+        // Only the tool-level description can point the agent at *another* argument; sentences
+        // of an argument's own description are judged on that argument alone.
+        let mut sink = Vec::new();
+        let sens = if t.pointer == "/description" { &mut sensitive_sentences } else { &mut sink };
+        text_rules(&t.pointer, &visible, "", out, sens);
         if let Some(hidden) = decoded_tags {
-            text_rules(&t.pointer, &hidden, " (in text hidden in tag characters)", out, &mut sensitive_sentences);
+            text_rules(&t.pointer, &hidden, " (in text hidden in tag characters)", out, sens);
         }
     }
     side_channels(tool, &sensitive_sentences, out);
@@ -110,6 +114,8 @@ fn unicode(t: &Text, out: &mut Vec<Raw>) -> Option<String> {
             (_, 0xFE0E | 0xFE0F) => prev.is_some_and(|p| is_emoji_like(p) || (!p.is_ascii() && !p.is_alphanumeric()))
                 || next == Some('\u{20E3}'),
             (Hidden::BidiMark, _) => has_rtl,
+            // Emoji tag sequences: subdivision flags (U+1F3F4 + tag letters/digits + CANCEL TAG).
+            (Hidden::Tag, _) => in_flag_sequence(&chars, i),
             _ => false,
         };
         if allowed {
@@ -170,6 +176,21 @@ fn unicode(t: &Text, out: &mut Vec<Raw>) -> Option<String> {
         out.push(raw);
     }
     (!tags.is_empty()).then_some(tags)
+}
+
+/// `true` when the tag character at `i` belongs to an emoji flag tag sequence: U+1F3F4 WAVING
+/// BLACK FLAG, then tag digits / lower-case letters, then U+E007F CANCEL TAG.
+fn in_flag_sequence(chars: &[char], i: usize) -> bool {
+    let is_spec = |c: char| matches!(c as u32, 0xE0030..=0xE0039 | 0xE0061..=0xE007A);
+    let mut end = i;
+    while end < chars.len() && is_spec(chars[end]) {
+        end += 1;
+    }
+    let mut start = end;
+    while start > 0 && is_spec(chars[start - 1]) {
+        start -= 1;
+    }
+    chars.get(end) == Some(&'\u{E007F}') && start < end && start > 0 && chars[start - 1] == '\u{1F3F4}'
 }
 
 /// A word-sequence pattern: space-separated tokens; a token is `a|b|c` (any of), `x?`
@@ -264,7 +285,7 @@ const EXFIL_VERBS: &[&str] = &[
     "upload", "contain", "fill", "share", "leak", "transmit", "embed", "paste", "dump",
 ];
 const RECIPIENT_WORDS: &[&str] = &[
-    "bcc", "cc", "recipient", "recipients", "forward", "copy", "add", "send", "include", "to",
+    "bcc", "cc", "add", "include", "forward", "copy", "cc'd", "bcc'd", "also",
 ];
 const URL_EXFIL_VERBS: &[&str] = &[
     "send", "post", "upload", "forward", "transmit", "exfiltrate", "report", "submit", "leak",
@@ -390,7 +411,11 @@ fn text_rules(pointer: &str, text: &str, origin: &str, out: &mut Vec<Raw>, sensi
             }
         }
         if let Some(addr) = has_email(&sl) {
-            if sw.iter().any(|x| RECIPIENT_WORDS.contains(&x.as_str())) && has_verb(&["add", "send", "include", "copy", "forward", "bcc", "cc"]) {
+            // The address must be what is added or copied: a recipient field is named, or one
+            // of the adding verbs comes right before it. A contact address is not flagged.
+            let before: Vec<String> = sl.find(addr).map(|i| words(&sl[..i])).unwrap_or_default();
+            let near = before.iter().rev().take(4).any(|x| RECIPIENT_WORDS.contains(&x.as_str()));
+            if sw.iter().any(|x| matches!(x.as_str(), "bcc" | "cc" | "blind")) || near {
                 exfil.get_or_insert_with(|| format!("adds the address `{addr}` as a recipient: \"{}\"", clip(sentence, 100)));
                 sensitive.push(sl.clone());
                 continue;
@@ -432,8 +457,7 @@ fn side_channels(tool: &ToolSpec, sensitive: &[String], out: &mut Vec<Raw>) {
         let insists = desc.split(|c: char| !c.is_alphanumeric()).any(|w| w == "REQUIRED")
             || INSIST.iter().any(|i| lower.contains(i));
         let wants_secret = EXFIL_TARGETS.iter().find(|t| lower.contains(**t)).copied();
-        let named_in_sensitive = name.len() >= 3
-            && sensitive.iter().any(|s| words(s).iter().any(|w| w == &name.to_lowercase()));
+        let named_in_sensitive = sensitive.iter().any(|s| names_argument(s, &name.to_lowercase()));
         let reason = if optional && insists {
             Some("is optional in the schema but its description insists it must be filled".to_string())
         } else if let Some(t) = wants_secret {
@@ -456,6 +480,18 @@ fn side_channels(tool: &ToolSpec, sensitive: &[String], out: &mut Vec<Raw>) {
             ));
         }
     }
+}
+
+/// `true` when `sentence` (lower-case) names the argument `name` as an argument: quoted or
+/// backticked, or followed by "field", "parameter", "argument" or "param".
+fn names_argument(sentence: &str, name: &str) -> bool {
+    if ["`", "'", "\"", "“"].iter().any(|q| sentence.contains(&format!("{q}{name}"))) {
+        return true;
+    }
+    let w = words(sentence);
+    w.windows(2).any(|p| {
+        p[0] == name && matches!(p[1].as_str(), "field" | "parameter" | "argument" | "param" | "arg")
+    })
 }
 
 /// Words that make a sentence mentioning another tool a behavioural instruction about it.
@@ -489,16 +525,23 @@ fn shadowing(tool: &ToolSpec, ctx: &Context<'_>, out: &mut Vec<Raw>) {
                 break;
             }
         }
-        // Unknown tools named in "before/when using X" form.
+        // Unknown tools named in "before/when using [the] X" form; X must look like a tool
+        // identifier (has `_` or `-`) or be followed by the word "tool".
         if target.is_none() {
-            for (i, x) in sw.iter().enumerate() {
+            let idw: Vec<String> = sl
+                .split_whitespace()
+                .map(|t| t.trim_matches(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')).to_string())
+                .filter(|t| !t.is_empty())
+                .collect();
+            for (i, x) in idw.iter().enumerate() {
                 if matches!(x.as_str(), "before" | "after" | "when" | "whenever")
-                    && sw.get(i + 1).is_some_and(|v| matches!(v.as_str(), "using" | "calling" | "invoking" | "running"))
+                    && idw.get(i + 1).is_some_and(|v| matches!(v.as_str(), "using" | "calling" | "invoking" | "running"))
                 {
-                    if let Some(n) = sw.get(i + 2) {
+                    let at = if idw.get(i + 2).is_some_and(|t| t == "the") { i + 3 } else { i + 2 };
+                    if let Some(n) = idw.get(at) {
                         let ident = n.contains('_') || n.contains('-');
-                        let tool_word = sw.get(i + 3).is_some_and(|t| t == "tool");
-                        if (ident || tool_word) && *n != own && !matches!(n.as_str(), "this" | "the" | "it") {
+                        let tool_word = idw.get(at + 1).is_some_and(|t| t == "tool");
+                        if (ident || tool_word) && *n != own && !matches!(n.as_str(), "this" | "it") {
                             target = Some(n.clone());
                             break;
                         }
