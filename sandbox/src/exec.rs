@@ -201,7 +201,7 @@ fn supervise(policy: &Policy, argv: &[OsString]) -> Result<Never, String> {
     alive_w
         .write_all(b"g")
         .map_err(|e| format!("starting init: {e}"))?;
-    let raw = wait_relay(pid, libc::SIGCHLD, &set);
+    let raw = wait_relay(pid, &set);
     let mut buf = [0u8; 4];
     let mut f = std::fs::File::from(status_r);
     let target_status = match f.read(&mut buf) {
@@ -234,9 +234,9 @@ fn supervise(policy: &Policy, argv: &[OsString]) -> Result<Never, String> {
     unsafe { libc::_exit(code) }
 }
 
-/// Waits for `child` while forwarding the blocked signals in `set` to `forward_to` (the child).
+/// Waits for `child` while forwarding the blocked signals in `set` to it.
 /// Reaps every other child too (needed as pid 1). Returns the child's raw wait status.
-fn wait_relay(child: libc::pid_t, _chld: i32, set: &libc::sigset_t) -> i32 {
+fn wait_relay(child: libc::pid_t, set: &libc::sigset_t) -> i32 {
     loop {
         // SAFETY: info is a zeroed local the kernel fills in.
         let sig = unsafe {
@@ -359,7 +359,7 @@ fn init(
         // SAFETY: ending pid 1 tears the namespace down.
         unsafe { libc::_exit(i32::from(code)) }
     }
-    let status = wait_relay(pid, libc::SIGCHLD, &block);
+    let status = wait_relay(pid, &block);
     let mut f = std::fs::File::from(status_w);
     let _ = f.write_all(&status.to_le_bytes());
     // Exiting pid 1 makes the kernel SIGKILL everything left in the namespace.

@@ -177,23 +177,45 @@ fn cwd_defaults_to_workspace() {
     assert_eq!(o.stdout.trim(), ws.path().to_str().expect("utf8"));
 }
 
+/// Spawns `script` under `p` and returns once it printed its first line (it is running).
+fn spawn_ready(p: &axp_sandbox::Policy, script: &str) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut cmd =
+        axp_sandbox::command(&bin(), p, &["sh".into(), "-c".into(), script.into()]).expect("cmd");
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .stdin(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    out.read_line(&mut first).expect("first line");
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut out, &mut s);
+        s
+    });
+    // The reader drains the rest of the output in the background (dropping the handle detaches
+    // it), so the child never blocks on a full pipe.
+    drop(rest);
+    (child, first)
+}
+
 #[test]
 fn sigterm_to_exec_process_reaches_the_target() {
     let ws = workspace();
     let p = policy(ws.path()).build().expect("policy");
-    let script = "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done";
-    let mut cmd =
-        axp_sandbox::command(&bin(), &p, &["sh".into(), "-c".into(), script.into()]).expect("cmd");
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null());
-    let mut child = cmd.spawn().expect("spawn");
-    std::thread::sleep(Duration::from_millis(400));
+    let marker = ws.path().join("got-term");
+    let script = format!(
+        "trap 'touch {}; exit 3' TERM; echo ready; while :; do sleep 0.05; done",
+        marker.display()
+    );
+    let (mut child, first) = spawn_ready(&p, &script);
+    assert_eq!(first, "ready\n");
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let o = finish(&mut child, 10);
-    assert_eq!(o.code(), Some(3), "{o:?}");
-    assert!(o.stdout.contains("got-term"), "{o:?}");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    assert!(marker.exists(), "the trap did not run");
 }
 
 #[test]
@@ -201,14 +223,9 @@ fn killing_the_exec_process_kills_the_whole_job() {
     let ws = workspace();
     let p = policy(ws.path()).build().expect("policy");
     let marker = ws.path().join("still-alive");
-    let script = format!("sleep 1; touch {}", marker.display());
-    let mut cmd =
-        axp_sandbox::command(&bin(), &p, &["sh".into(), "-c".into(), script]).expect("cmd");
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null());
-    let mut child = cmd.spawn().expect("spawn");
-    std::thread::sleep(Duration::from_millis(300));
+    let script = format!("echo ready; sleep 1; touch {}", marker.display());
+    let (mut child, first) = spawn_ready(&p, &script);
+    assert_eq!(first, "ready\n");
     child.kill().expect("SIGKILL the exec process");
     child.wait().expect("wait");
     std::thread::sleep(Duration::from_millis(1500));
