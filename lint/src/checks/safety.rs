@@ -149,7 +149,12 @@ fn unicode(t: &Text, out: &mut Vec<Raw>) -> Option<String> {
             .iter()
             .map(|(c, n)| if *n > 1 { format!("{n} × {}", describe_char(*c)) } else { describe_char(*c) })
             .collect();
-        let list = if list.len() > 6 {
+        let list = if *rule == "AXP028" {
+            let n: usize = counts.values().sum();
+            let lo = counts.keys().next().map(|c| *c as u32).unwrap_or(0);
+            let hi = counts.keys().next_back().map(|c| *c as u32).unwrap_or(0);
+            format!("{n} tag characters in U+{lo:04X}..U+{hi:04X}")
+        } else if list.len() > 6 {
             format!("{} and {} more kinds", list[..6].join(", "), list.len() - 6)
         } else {
             list.join(", ")

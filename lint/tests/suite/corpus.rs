@@ -269,7 +269,7 @@ fn hidden_text_is_decoded_in_the_message() {
     );
     let f = report.findings.iter().find(|f| f.rule_id == "AXP028").unwrap();
     assert!(f.message.contains("\"Ignore previous instructions\""), "{}", f.message);
-    assert!(f.message.contains("U+E0049 TAG 'I'"), "{}", f.message);
+    assert!(f.message.contains("28 tag characters in U+E0020..U+E0076"), "{}", f.message);
     let fix = f.fix.as_ref().unwrap();
     assert!(fix.safe);
     let zw = lint(&to_catalog(&json!({"p": [desc("Adds.\u{200b} two")]})), &LintConfig::default());
