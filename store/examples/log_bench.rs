@@ -12,8 +12,8 @@
 
 use std::time::{Duration, Instant};
 
-use axp_protocol::methods::JobEventKind;
-use axp_store::Store;
+use axp_protocol::methods::{JobEventKind, JobState};
+use axp_store::{ExitSync, JobRecord, Store, StoreOptions};
 
 fn report(label: &str, events: u64, bytes: u64, took: Duration) -> f64 {
     let secs = took.as_secs_f64();
@@ -36,7 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(200_000);
     let event_bytes: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(256);
     // fsync per event is orders of magnitude slower; fewer events keep the run short.
-    let synced_events = (events / 100).clamp(200, 5_000);
+    let synced_events = (events / 1000).clamp(100, 1_000);
 
     let tmp = std::env::temp_dir().join(format!("axp-log-bench-{}", std::process::id()));
     let store = Store::open(&tmp)?;
@@ -86,11 +86,78 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     report("read back (parse)", events, plain_bytes, t.elapsed());
 
     println!("ratio write-only / fsync-per-event: {:.1}x", a / b);
+
+    // A whole small job as the gateway records it, under each exit-sync policy.
+    let jobs = (events / 200).clamp(100, 2_000);
+    let inline = lifecycle(&store, "inline", jobs)?;
+    let batched_dir = tmp.with_extension("batched");
+    let batched_store = Store::open_with(
+        &batched_dir,
+        StoreOptions::default().exit_sync(ExitSync::Batched {
+            interval: Duration::from_millis(100),
+        }),
+    )?;
+    let batched = lifecycle(&batched_store, "batched", jobs)?;
+    let t = Instant::now();
+    batched_store.sync_all()?;
+    println!(
+        "final sync_all (syncfs)      {:.3} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    println!("ratio batched / inline exit sync: {:.1}x", batched / inline);
+    drop(batched_store);
+    std::fs::remove_dir_all(&batched_dir)?;
     drop(reader);
     drop(log);
     drop(store);
     std::fs::remove_dir_all(&tmp)?;
     Ok(())
+}
+
+/// Records `jobs` small jobs as the gateway does — create the record, open the log, two output
+/// events, the exit event, the final state — and returns jobs per second.
+fn lifecycle(store: &Store, label: &str, jobs: u64) -> Result<f64, Box<dyn std::error::Error>> {
+    let t = Instant::now();
+    for i in 0..jobs {
+        let id = format!("{label}-{i}");
+        store.create_job(&JobRecord {
+            id: id.clone(),
+            session_id: "bench".into(),
+            kind: "tool".into(),
+            spec: serde_json::json!({"tool": "echo", "arguments": {"message": "hi"}}),
+            state: JobState::Running,
+            exit_code: None,
+            signal: None,
+            error: None,
+            created_ms: 0,
+            ended_ms: None,
+            idempotency_key: None,
+        })?;
+        let log = store.log(&id)?;
+        log.append(JobEventKind::Progress {
+            progress: 0.5,
+            total: Some(1.0),
+            message: None,
+        })?;
+        log.append(JobEventKind::Stdout {
+            data: "hi\n".into(),
+        })?;
+        log.append(JobEventKind::Exit {
+            state: JobState::Exited,
+            code: Some(0),
+            signal: None,
+            error: None,
+        })?;
+        store.set_job_state(&id, JobState::Exited, Some(0), None, None, Some(1))?;
+    }
+    let took = t.elapsed().as_secs_f64();
+    let per_s = jobs as f64 / took;
+    println!(
+        "{:<28} {jobs:>9} jobs    {per_s:>10.0} jobs/s    {:>8.3} ms/job",
+        format!("job lifecycle, {label} sync"),
+        took * 1e3 / jobs as f64
+    );
+    Ok(per_s)
 }
 
 /// The shard directory holding `id`'s log (found by listing, so the bench does not depend on

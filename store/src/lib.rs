@@ -32,6 +32,7 @@ mod error;
 mod jobs;
 pub mod log;
 mod sessions;
+mod sync;
 
 use std::collections::HashMap;
 use std::fs::{DirBuilder, File, OpenOptions};
@@ -54,10 +55,6 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// `SQLITE_BUSY`. Only one gateway owns a state directory, so contention is rare; this covers
 /// WAL checkpoints and an operator poking at the file with the `sqlite3` shell.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long [`Store::open`] retries the state-directory lock, so that a gateway restarted right
-/// after its predecessor was killed does not fail while the kernel is still reaping it.
-const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many have run. Never
 /// edit a shipped entry: append a new one.
@@ -93,6 +90,59 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX jobs_by_state ON jobs(state);",
 ];
 
+/// When a job's `exit` event reaches stable storage (it always survives a gateway crash as soon
+/// as [`JobLog::append`] returns; this is about power loss and kernel crashes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitSync {
+    /// `append` of an `exit` event fdatasyncs the log's two files before it returns: once a
+    /// client sees a job end, its whole log is on disk. Costs two device flushes per job
+    /// (~13 ms per job on the CI VM, see `examples/log_bench.rs`), on the appending thread.
+    Inline,
+    /// Group commit: `append` of an `exit` returns after `write(2)` like any other event, and a
+    /// background thread makes every exit written during the last `interval` durable with one
+    /// `syncfs(2)`. A power loss can lose up to `interval` worth of finished jobs' tails; a
+    /// gateway crash loses nothing. Use it when jobs are small and many (tool calls).
+    Batched {
+        /// How long exits accumulate before one sync covers them all.
+        interval: Duration,
+    },
+}
+
+/// How [`Store::open_with`] opens a state directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreOptions {
+    /// When exit events become power-loss durable. Default: [`ExitSync::Inline`].
+    pub exit_sync: ExitSync,
+    /// How long to retry the state-directory lock before failing with [`StoreError::Locked`],
+    /// so that a gateway restarted right after its predecessor was killed does not fail while
+    /// the kernel is still reaping it. Default: 2 s.
+    pub lock_wait: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            exit_sync: ExitSync::Inline,
+            lock_wait: Duration::from_secs(2),
+        }
+    }
+}
+
+impl StoreOptions {
+    /// These options with the given exit-sync policy.
+    pub fn exit_sync(mut self, exit_sync: ExitSync) -> Self {
+        self.exit_sync = exit_sync;
+        self
+    }
+
+    /// These options with the given lock wait.
+    pub fn lock_wait(mut self, lock_wait: Duration) -> Self {
+        self.lock_wait = lock_wait;
+        self
+    }
+}
+
 /// The durable state of one gateway: a handle on one state directory.
 ///
 /// Cheap to clone (an `Arc` inside); all clones share one SQLite connection and one table of open
@@ -110,8 +160,15 @@ struct Inner {
     /// Open job logs, so every `Store::log(id)` of a live job shares one writer. Entries whose
     /// writer was dropped are swept lazily.
     logs: Mutex<HashMap<String, Weak<log::LogInner>>>,
-    /// Held (flock) for as long as the store lives; released by the kernel if the process dies.
-    _lock: File,
+    /// The group-commit thread under [`ExitSync::Batched`]; shared with every open log, and
+    /// stopped (after a last sync) when the store and all its logs are gone.
+    syncer: Option<Arc<sync::Syncer>>,
+    /// An fd on the state directory, for [`Store::sync_all`].
+    dir_fd: File,
+    /// Held (flock) for as long as the store or any of its job logs lives (each [`JobLog`] keeps
+    /// a clone, so no other process can take the directory while a writer is still open);
+    /// released by the kernel if the process dies.
+    lock: Arc<File>,
 }
 
 impl std::fmt::Debug for Store {
@@ -158,17 +215,22 @@ pub(crate) fn from_sql_int(v: i64) -> u64 {
 }
 
 impl Store {
-    /// Opens (creating if needed) the state directory `state_dir`: takes its lock, opens
-    /// `axp.db` in WAL mode and migrates its schema. Call it once per process and clone the
-    /// result.
+    /// Opens (creating if needed) the state directory `state_dir` with default options
+    /// ([`ExitSync::Inline`]): takes its lock, opens `axp.db` in WAL mode and migrates its
+    /// schema. Call it once per process and clone the result.
     ///
     /// Fails with [`StoreError::Locked`] if another live process holds the directory, and with
     /// [`StoreError::SchemaTooNew`] if a newer AXP wrote the database.
     pub fn open(state_dir: &Path) -> Result<Store> {
+        Store::open_with(state_dir, StoreOptions::default())
+    }
+
+    /// [`Store::open`] with explicit options.
+    pub fn open_with(state_dir: &Path, options: StoreOptions) -> Result<Store> {
         create_private_dir(state_dir)?;
         let jobs_dir = state_dir.join("jobs");
         create_private_dir(&jobs_dir)?;
-        let lock = lock_dir(&state_dir.join("lock"))?;
+        let lock = lock_dir(&state_dir.join("lock"), options.lock_wait)?;
 
         let db_path = state_dir.join("axp.db");
         // Create the file ourselves so it is 0600: SQLite gives its -wal and -shm files the
@@ -198,6 +260,13 @@ impl Store {
         // `mark_running_lost`. Use FULL if metadata must survive power loss on its own.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         migrate(&mut conn, &db_path)?;
+        let dir_fd = File::open(state_dir).map_err(|e| StoreError::io(state_dir, e))?;
+        let syncer = match options.exit_sync {
+            ExitSync::Inline => None,
+            ExitSync::Batched { interval } => {
+                Some(Arc::new(sync::Syncer::start(state_dir, interval)?))
+            }
+        };
 
         Ok(Store {
             inner: Arc::new(Inner {
@@ -206,7 +275,9 @@ impl Store {
                 jobs_dir,
                 db: Mutex::new(conn),
                 logs: Mutex::new(HashMap::new()),
-                _lock: lock,
+                syncer,
+                dir_fd,
+                lock: Arc::new(lock),
             }),
         })
     }
@@ -234,13 +305,31 @@ impl Store {
         if let Some(live) = logs.get(job_id).and_then(Weak::upgrade) {
             return Ok(JobLog::from_inner(live));
         }
-        let opened = JobLog::open(&self.inner.jobs_dir, job_id)?;
+        let opened = JobLog::open(
+            &self.inner.jobs_dir,
+            job_id,
+            log::Shared {
+                syncer: self.inner.syncer.clone(),
+                _dir_lock: self.inner.lock.clone(),
+            },
+        )?;
         // Sweep dead entries now and then so the table tracks live logs, not every job ever.
         if logs.len() >= 64 && logs.len().is_power_of_two() {
             logs.retain(|_, w| w.strong_count() > 0);
         }
         logs.insert(job_id.to_string(), opened.downgrade());
         Ok(opened)
+    }
+
+    /// Flushes everything written so far — every job log and the database — to stable storage
+    /// with one `syncfs(2)` of the state directory's filesystem. Call it on graceful shutdown.
+    /// Under [`ExitSync::Batched`] it also reports a failure of an earlier background sync.
+    pub fn sync_all(&self) -> Result<()> {
+        match &self.inner.syncer {
+            Some(syncer) => syncer.sync_now(),
+            None => rustix::fs::syncfs(&self.inner.dir_fd)
+                .map_err(|e| StoreError::io(&self.inner.dir, e.into())),
+        }
     }
 
     /// A read-only handle on a job's log that opens the files itself, for readers in other
@@ -263,11 +352,11 @@ impl Store {
     }
 }
 
-/// Takes an exclusive, non-blocking flock on `path`, retrying for [`LOCK_WAIT`].
+/// Takes an exclusive, non-blocking flock on `path`, retrying for `wait`.
 ///
 /// rustix is used rather than `File::try_lock` because the workspace's minimum Rust (1.88)
 /// predates that API, and rather than libc because this crate has no `unsafe`.
-fn lock_dir(path: &Path) -> Result<File> {
+fn lock_dir(path: &Path, wait: Duration) -> Result<File> {
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -275,7 +364,7 @@ fn lock_dir(path: &Path) -> Result<File> {
         .mode(0o600)
         .open(path)
         .map_err(|e| StoreError::io(path, e))?;
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    let deadline = std::time::Instant::now() + wait;
     loop {
         match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => return Ok(file),

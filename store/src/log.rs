@@ -49,6 +49,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use axp_protocol::methods::{JobEvent, JobEventKind};
 
+use crate::sync::Syncer;
 use crate::{Result, StoreError, create_private_dir, lock, now_ms};
 
 /// One read returns at most this many bytes of events (but always at least one event, whatever
@@ -145,6 +146,15 @@ pub(crate) struct LogInner {
     /// Read handles, shared by every in-process reader of this log through `pread`.
     data_reader: File,
     index_reader: File,
+    shared: Shared,
+}
+
+/// What every log of one store shares with it.
+pub(crate) struct Shared {
+    /// Set under `ExitSync::Batched`: exit events are synced by this thread instead of inline.
+    pub(crate) syncer: Option<Arc<Syncer>>,
+    /// The state directory's lock, kept while this log can still be written.
+    pub(crate) _dir_lock: Arc<File>,
 }
 
 struct Writer {
@@ -154,6 +164,20 @@ struct Writer {
     next_seq: u64,
     /// Reused encoding buffer, so an append allocates nothing in the steady state.
     buf: Vec<u8>,
+    /// Directories whose new entries (this log's files) have not been fsynced yet.
+    unsynced_dirs: Vec<PathBuf>,
+}
+
+impl Writer {
+    /// fdatasyncs both files, then any directory holding a new entry for them.
+    fn sync(&mut self, paths: &LogPaths) -> Result<()> {
+        sync_pair(&self.data, &self.index, paths)?;
+        for dir in &self.unsynced_dirs {
+            sync_dir(dir)?;
+        }
+        self.unsynced_dirs.clear();
+        Ok(())
+    }
 }
 
 fn open_rw(path: &Path) -> Result<File> {
@@ -217,19 +241,22 @@ impl JobLog {
     }
 
     /// Opens or creates the log of `job_id` under `jobs_dir`, repairing a torn tail.
-    pub(crate) fn open(jobs_dir: &Path, job_id: &str) -> Result<JobLog> {
+    pub(crate) fn open(jobs_dir: &Path, job_id: &str, shared: Shared) -> Result<JobLog> {
         let paths = LogPaths::new(jobs_dir, job_id)?;
         let new_dir = !paths.dir.exists();
         create_private_dir(&paths.dir)?;
         let new_file = !paths.data.exists() || !paths.index.exists();
         let data = open_rw(&paths.data)?;
         let index = open_rw(&paths.index)?;
+        // New directory entries must be durable before the log can be called durable, or a
+        // synced log could vanish with its name after a power loss. Those fsyncs are deferred to
+        // the log's first sync (its exit, usually), so opening a log costs no device flush.
+        let mut unsynced_dirs = Vec::new();
         if new_dir {
-            sync_dir(jobs_dir)?;
+            unsynced_dirs.push(jobs_dir.to_path_buf());
         }
         if new_file {
-            // Make the new directory entries durable, so a synced log is also findable.
-            sync_dir(&paths.dir)?;
+            unsynced_dirs.push(paths.dir.clone());
         }
         let (next_seq, data_len) = recover(&data, &index, &paths, job_id)?;
         let data_reader = data
@@ -249,9 +276,11 @@ impl JobLog {
                     data_len,
                     next_seq,
                     buf: Vec::with_capacity(4096),
+                    unsynced_dirs,
                 }),
                 data_reader,
                 index_reader,
+                shared,
             }),
         })
     }
@@ -285,7 +314,8 @@ impl JobLog {
         encode(&event, &mut w.buf).map_err(|e| StoreError::io(&paths.data, e))?;
         let start = w.data_len;
         let end = start + w.buf.len() as u64;
-        let durable = matches!(event.kind, JobEventKind::Exit { .. });
+        let is_exit = matches!(event.kind, JobEventKind::Exit { .. });
+        let durable = is_exit && self.inner.shared.syncer.is_none();
 
         let written = w
             .data
@@ -296,13 +326,7 @@ impl JobLog {
                     .write_all_at(&end.to_le_bytes(), seq * 8)
                     .map_err(|e| StoreError::io(&paths.index, e))
             })
-            .and_then(|()| {
-                if durable {
-                    sync_pair(&w.data, &w.index, paths)
-                } else {
-                    Ok(())
-                }
-            });
+            .and_then(|()| if durable { w.sync(paths) } else { Ok(()) });
         if let Err(e) = written {
             // Cut off whatever part made it, so readers and recovery never see it. Best effort:
             // if this fails too, recovery on the next open drops the torn tail.
@@ -316,14 +340,16 @@ impl JobLog {
             w.buf = Vec::with_capacity(4096);
         }
         self.inner.committed.store(seq + 1, Ordering::Release);
+        if is_exit && let Some(syncer) = &self.inner.shared.syncer {
+            syncer.mark_dirty();
+        }
         Ok(event)
     }
 
     /// Flushes both files to stable storage (fsync), so every acknowledged event survives a
     /// power loss.
     pub fn sync(&self) -> Result<()> {
-        let w = lock(&self.inner.writer);
-        sync_pair(&w.data, &w.index, &self.inner.paths)
+        lock(&self.inner.writer).sync(&self.inner.paths)
     }
 
     /// Up to `max` events from `from_seq` on; see [`LogReader::read`] for the limits.

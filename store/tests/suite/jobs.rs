@@ -108,7 +108,7 @@ fn set_job_state_records_the_outcome() {
         (
             JobState::Failed,
             Some(3),
-            Some("SIGTERM".into()),
+            Some("SIGTERM"),
             Some(err),
             Some(42)
         )

@@ -83,7 +83,7 @@ fn reopen_sees_every_event() {
 #[test]
 fn many_readers_see_a_dense_prefix_while_one_thread_appends() {
     const EVENTS: u64 = 100_000;
-    const READERS: usize = 4;
+    const READERS: usize = 3;
     let (_tmp, store) = super::open();
     let log = store.log("busy").unwrap();
     let done = Arc::new(AtomicBool::new(false));
@@ -111,7 +111,7 @@ fn many_readers_see_a_dense_prefix_while_one_thread_appends() {
                         break;
                     }
                     if batch.is_empty() {
-                        std::thread::yield_now();
+                        std::thread::sleep(std::time::Duration::from_millis(1));
                     }
                 }
                 (next, batches)
@@ -149,4 +149,50 @@ fn a_batch_stops_at_the_byte_budget_but_always_holds_one_event() {
         batches += 1;
     }
     assert_eq!(batches, 3);
+}
+
+#[test]
+fn batched_exit_sync_keeps_every_event_and_flushes_on_demand() {
+    use axp_store::{ExitSync, StoreOptions};
+    use std::time::Duration;
+    let (_tmp, dir) = super::state();
+    let options = StoreOptions::default().exit_sync(ExitSync::Batched {
+        interval: Duration::from_millis(20),
+    });
+    {
+        let store = Store::open_with(&dir, options.clone()).unwrap();
+        for j in 0..20 {
+            let log = store.log(&format!("job-{j}")).unwrap();
+            log.append(stdout(0)).unwrap();
+            log.append(JobEventKind::Exit {
+                state: JobState::Exited,
+                code: Some(j),
+                signal: None,
+                error: None,
+            })
+            .unwrap();
+        }
+        // Let the background thread run at least once, then force a sync as shutdown would.
+        std::thread::sleep(Duration::from_millis(50));
+        store.sync_all().unwrap();
+        // Dropping the store with a log still open stops the thread only when the log goes.
+        let _still_open = store.log("job-0").unwrap();
+    }
+    let store = Store::open_with(&dir, options).unwrap();
+    for j in 0..20 {
+        let events = store.read_log(&format!("job-{j}"), 0, 10).unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!(
+            events[1].kind,
+            JobEventKind::Exit {
+                state: JobState::Exited,
+                code: Some(j),
+                signal: None,
+                error: None,
+            }
+        );
+    }
+    // Inline mode's sync_all works too.
+    drop(store);
+    Store::open(&dir).unwrap().sync_all().unwrap();
 }

@@ -1,6 +1,6 @@
 //! Session records: create, read, replace, close, list, expire, and survive a reopen.
 
-use axp_store::{SessionRecord, Store, StoreError};
+use axp_store::{SessionRecord, Store, StoreError, StoreOptions};
 
 fn session(id: &str, expires_ms: u64) -> SessionRecord {
     SessionRecord {
@@ -96,8 +96,26 @@ fn state_dir_is_private_and_exclusive() {
         & 0o777;
     assert_eq!(db_mode, 0o600);
     // A second owner of the same directory is refused (flock is per open file description, so
-    // this holds within one process as it does across two).
-    assert!(matches!(Store::open(&dir), Err(StoreError::Locked { .. })));
+    // this holds within one process as it does across two), after the lock wait.
+    let no_wait = StoreOptions::default().lock_wait(std::time::Duration::ZERO);
+    assert!(matches!(
+        Store::open_with(&dir, no_wait.clone()),
+        Err(StoreError::Locked { .. })
+    ));
+    let waited = StoreOptions::default().lock_wait(std::time::Duration::from_millis(200));
+    let t = std::time::Instant::now();
+    assert!(matches!(
+        Store::open_with(&dir, waited),
+        Err(StoreError::Locked { .. })
+    ));
+    assert!(t.elapsed() >= std::time::Duration::from_millis(200));
+    // A job log that outlives its store keeps the directory locked: it can still be written.
+    let log = store.log("j").unwrap();
     drop(store);
+    assert!(matches!(
+        Store::open_with(&dir, no_wait),
+        Err(StoreError::Locked { .. })
+    ));
+    drop(log);
     Store::open(&dir).unwrap();
 }
