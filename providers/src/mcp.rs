@@ -52,7 +52,8 @@ use axp_protocol::{RpcError, ToolCall, ToolOutput, ToolSpec};
 use rmcp::ClientHandler;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, Implementation, PingRequest, ProgressNotificationParam, ProgressToken, RequestId, ServerResult,
+    ClientConfig, ClientRequest, Implementation, PingRequest, ProgressNotificationParam,
+    ProgressToken, RequestId, ServerResult,
 };
 // MCP logging is deprecated by SEP-2577 (protocol 2026-07-28), but the servers people run today
 // (2025-06-18 and 2025-11-25) still send it, so it is handled.
@@ -354,7 +355,9 @@ impl ChildProc {
                         return;
                     }
                     tracing::debug!(target: "axp_providers::mcp::upstream", %provider, stderr = %text);
-                    let mut t = tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let mut t = tail
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     if t.len() >= STDERR_LINES {
                         t.pop_front();
                     }
@@ -390,9 +393,11 @@ impl ChildProc {
                 };
                 // Let the stderr reader catch the last words (bounded: a grandchild may hold
                 // the pipe open).
-                let _ = tokio::time::timeout(Duration::from_millis(200), stderr_done.cancelled())
-                    .await;
-                *status.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(text);
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(200), stderr_done.cancelled()).await;
+                *status
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(text);
                 exited.cancel();
             });
         }
@@ -419,7 +424,13 @@ impl ChildProc {
         if tail.is_empty() {
             status
         } else {
-            let lines: Vec<&str> = tail.iter().rev().take(3).rev().map(String::as_str).collect();
+            let lines: Vec<&str> = tail
+                .iter()
+                .rev()
+                .take(3)
+                .rev()
+                .map(String::as_str)
+                .collect();
             format!("{status}; last stderr: {}", lines.join(" | "))
         }
     }
@@ -602,8 +613,8 @@ impl Session {
                         .map_err(|e| format!("bad value for header `{k}`: {e}"))?;
                     map.insert(name, value);
                 }
-                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(map);
+                let config =
+                    StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
                 let transport = StreamableHttpClientTransport::from_config(config);
                 let running = serve_client_with_ct(handler, transport, service_ct.clone())
                     .await
@@ -651,7 +662,25 @@ impl Session {
         tokio::select! {
             out = fut => Ok(out),
             _ = exited.cancelled() => Err(self.exit_reason()),
-            reason = &mut self.waiting => Err(reason),
+            reason = &mut self.waiting => Err(Self::closed_reason(self.child.as_ref(), reason).await),
+        }
+    }
+
+    /// The connection closed. For a child that is exiting, rmcp usually sees EOF on stdout a
+    /// moment before the exit is reaped; wait for it briefly, since the exit status and stderr
+    /// say far more than "closed".
+    async fn closed_reason(child: Option<&ChildProc>, closed: String) -> String {
+        match child {
+            Some(c) => {
+                let exited =
+                    tokio::time::timeout(Duration::from_secs(1), c.exited.cancelled()).await;
+                if exited.is_ok() {
+                    format!("the server process exited ({})", c.describe())
+                } else {
+                    format!("{closed}; the server process closed its stdout")
+                }
+            }
+            None => closed,
         }
     }
 
@@ -673,7 +702,7 @@ impl Session {
             tokio::select! {
                 _ = inner.shutdown.cancelled() => return "the provider was shut down".into(),
                 _ = exited.cancelled() => return self.exit_reason(),
-                reason = &mut self.waiting => return reason,
+                reason = &mut self.waiting => return Self::closed_reason(self.child.as_ref(), reason).await,
                 Some(()) = self.relist.recv() => {
                     while self.relist.try_recv().is_ok() {}
                     let peer = self.conn.peer.clone();
@@ -870,8 +899,8 @@ impl McpProvider {
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 // If the process died, its watcher says so within moments: prefer that reason.
                 let _ = conn.suspect.send(());
-                let _ = tokio::time::timeout(Duration::from_millis(300), conn.dead.cancelled())
-                    .await;
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(300), conn.dead.cancelled()).await;
                 let reason = if conn.dead.is_cancelled() {
                     conn.death_reason()
                 } else {
@@ -957,9 +986,7 @@ impl Provider for McpProvider {
             Ok(h) => h,
             Err(e) => return Err(self.map_error(&conn, e).await),
         };
-        let _route = conn
-            .progress
-            .register(handle.progress_token.clone(), sink);
+        let _route = conn.progress.register(handle.progress_token.clone(), sink);
         let mut abandon = AbandonGuard {
             peer: conn.peer.clone(),
             id: Some(handle.id.clone()),
@@ -1021,6 +1048,7 @@ impl Provider for McpProvider {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

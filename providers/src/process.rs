@@ -28,7 +28,8 @@ const PIPE_GRACE: Duration = Duration::from_millis(300);
 
 /// Default `PATH` for tools whose configuration does not set one: the launcher passes the
 /// environment exactly as given, and most commands (and every `sh -c` template) need a `PATH`.
-pub(crate) const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const DEFAULT_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// What to do with one output stream.
 #[derive(Debug, Clone, Copy)]
@@ -308,10 +309,9 @@ pub(crate) async fn run(
             }
             // A process outside the group (it called setsid) may still hold a pipe: stop
             // waiting for it after one more grace period.
-            match tokio::time::timeout(PIPE_GRACE, &mut readers).await {
-                Ok(done) => done,
-                Err(_) => (Captured::default(), Captured::default()),
-            }
+            tokio::time::timeout(PIPE_GRACE, &mut readers)
+                .await
+                .unwrap_or_default()
         }
     };
     Ok(Finished {
@@ -335,6 +335,7 @@ async fn collect(task: Option<JoinHandle<Captured>>) -> Captured {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

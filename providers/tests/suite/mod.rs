@@ -1,0 +1,8 @@
+//! Integration tests of the providers, grouped by provider.
+
+mod bridge;
+mod cli;
+mod mcp_http;
+mod mcp_stdio;
+mod mcp_time;
+mod support;
