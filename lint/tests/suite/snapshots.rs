@@ -159,3 +159,55 @@ fn exit_codes_follow_fail_on() {
     let clean = Catalog::from_json(&serde_json::json!({"tools": []}), "x").unwrap();
     assert_eq!(lint(&clean, &LintConfig::default()).exit_code(), 0);
 }
+
+/// Runs Microsoft's SARIF Multitool (`validate` with the SARIF and GitHub ingestion rule kinds)
+/// on the SARIF output: the closest offline stand-in for uploading it to GitHub code scanning.
+#[test]
+fn sarif_passes_the_sarif_multitool_github_rules() {
+    use std::os::unix::fs::PermissionsExt;
+    let pkg = dir().join("sarif-validator/node_modules/@microsoft/sarif-multitool-linux");
+    let bin = pkg.join("Sarif.Multitool");
+    assert!(
+        bin.exists(),
+        "{} is missing: install it with `npm ci --prefix lint/tests/sarif-validator`",
+        bin.display()
+    );
+    // npm may skip the package's postinstall (`chmod u+x`) when install scripts are not approved.
+    let mut perm = std::fs::metadata(&bin).unwrap().permissions();
+    if perm.mode() & 0o100 == 0 {
+        perm.set_mode(perm.mode() | 0o755);
+        std::fs::set_permissions(&bin, perm).unwrap();
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |sarif: &Value| -> Vec<String> {
+        let input = tmp.path().join("in.sarif");
+        let output = tmp.path().join("out.sarif");
+        let _ = std::fs::remove_file(&output);
+        std::fs::write(&input, serde_json::to_string_pretty(sarif).unwrap()).unwrap();
+        let st = std::process::Command::new(&bin)
+            .args(["validate", "--rule-kind", "Gh;Sarif", "--output"])
+            .arg(&output)
+            .arg(&input)
+            .env("DOTNET_CLI_TELEMETRY_OPTOUT", "1")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "Sarif.Multitool failed to run");
+        let out: Value = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
+        out["runs"][0]["results"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter(|r| r["level"] == "error" || r["level"] == "warning")
+            .map(|r| format!("{} {}", r["ruleId"], r["message"]))
+            .collect()
+    };
+    let sarif = report().to_sarif(URI, Some(&source()));
+    let problems = run(&sarif);
+    assert!(problems.is_empty(), "SARIF Multitool objects:\n{}", problems.join("\n"));
+    // The validator can fail: a result without locations breaks GitHub's rules.
+    let mut broken = sarif.clone();
+    broken["runs"][0]["results"][0].as_object_mut().unwrap().remove("locations");
+    assert!(run(&broken).iter().any(|p| p.starts_with("\"GH")), "validator accepted a broken log");
+}
