@@ -297,9 +297,13 @@ impl JobLog {
 
     /// Appends one event: assigns it the next seq, stamps `ts_ms`, writes its line and its index
     /// entry (in that order) and returns it. Once this returns `Ok`, the event survives a crash
-    /// of this process; an `exit` event is also fsynced, so it and everything before it survive
-    /// a power loss. On error nothing was appended (a partial write is cut off again) and the
-    /// seq is not used up.
+    /// of this process; under [`crate::ExitSync::Inline`] an `exit` event is also fsynced, so it
+    /// and everything before it survive a power loss.
+    ///
+    /// On a write error nothing was appended (a partial write is cut off again) and the seq is
+    /// not used up. The one exception is a failed fsync of an `exit` event: that event *was*
+    /// appended (readers may already have it) and only its power-loss durability is in doubt,
+    /// so do not append it again.
     pub fn append(&self, kind: JobEventKind) -> Result<JobEvent> {
         let mut guard = lock(&self.inner.writer);
         let w = &mut *guard;
@@ -315,7 +319,6 @@ impl JobLog {
         let start = w.data_len;
         let end = start + w.buf.len() as u64;
         let is_exit = matches!(event.kind, JobEventKind::Exit { .. });
-        let durable = is_exit && self.inner.shared.syncer.is_none();
 
         let written = w
             .data
@@ -325,23 +328,30 @@ impl JobLog {
                 w.index
                     .write_all_at(&end.to_le_bytes(), seq * 8)
                     .map_err(|e| StoreError::io(&paths.index, e))
-            })
-            .and_then(|()| if durable { w.sync(paths) } else { Ok(()) });
+            });
         if let Err(e) = written {
-            // Cut off whatever part made it, so readers and recovery never see it. Best effort:
-            // if this fails too, recovery on the next open drops the torn tail.
+            // No index entry was written, so no reader has seen this event: cut off whatever
+            // part of it made it to the files. Best effort: if this fails too, recovery on the
+            // next open drops the torn tail.
             let _ = w.index.set_len(seq * 8);
             let _ = w.data.set_len(start);
             return Err(e);
         }
+        // From here on the event is visible to readers, so it is committed even if the sync
+        // below fails: rolling it back could let a reader see two different events with one seq.
         w.data_len = end;
         w.next_seq = seq + 1;
         if w.buf.capacity() > (1 << 20) {
             w.buf = Vec::with_capacity(4096);
         }
         self.inner.committed.store(seq + 1, Ordering::Release);
-        if is_exit && let Some(syncer) = &self.inner.shared.syncer {
-            syncer.mark_dirty();
+        if is_exit {
+            match &self.inner.shared.syncer {
+                Some(syncer) => syncer.mark_dirty(),
+                // An error here means the event is written and readable but may not survive a
+                // power loss; the caller hears about it, and must not append the event again.
+                None => w.sync(paths)?,
+            }
         }
         Ok(event)
     }
@@ -590,23 +600,24 @@ impl LogReader {
             paths,
             files: None,
         };
-        reader.try_open()?;
+        reader.ensure_open()?;
         Ok(reader)
     }
 
-    fn try_open(&mut self) -> Result<Option<&(File, File)>> {
+    /// Opens the files if that has not happened yet; `false` while the log does not exist.
+    fn ensure_open(&mut self) -> Result<bool> {
         if self.files.is_none() {
-            // Index first: it is created and written after the data file, so if it exists the
-            // data file does too.
+            // Index first: it is created after the data file, so if it exists the data file
+            // does too.
             let Some(index) = open_ro(&self.paths.index)? else {
-                return Ok(None);
+                return Ok(false);
             };
             let Some(data) = open_ro(&self.paths.data)? else {
-                return Ok(None);
+                return Ok(false);
             };
             self.files = Some((data, index));
         }
-        Ok(self.files.as_ref())
+        Ok(true)
     }
 
     /// The job this reader follows.
@@ -616,10 +627,11 @@ impl LogReader {
 
     /// How many events can be read now (the seq after the last one).
     pub fn next_seq(&mut self) -> Result<u64> {
-        let paths = self.paths.clone();
-        let Some((data, index)) = self.try_open()? else {
+        self.ensure_open()?;
+        let Some((data, index)) = &self.files else {
             return Ok(0);
         };
+        let paths = &self.paths;
         let mut n = file_len(index, &paths.index)? / 8;
         let data_len = file_len(data, &paths.data)?;
         // Only an unrepaired crash leaves entries past the data's end; skip them.
@@ -634,17 +646,24 @@ impl LogReader {
     /// batch past [`READ_BUDGET_BYTES`] (a batch always holds at least one event if one is
     /// there). Empty when `from_seq` is at or past the end. Never sees a partial event.
     pub fn read(&mut self, from_seq: u64, max: usize) -> Result<Vec<JobEvent>> {
-        let paths = self.paths.clone();
-        let job_id = self.job_id.clone();
-        let Some((data, index)) = self.try_open()? else {
+        self.ensure_open()?;
+        let Some((data, index)) = &self.files else {
             return Ok(Vec::new());
         };
+        let paths = &self.paths;
         // Index length first, data length second: an entry we count points at data that was
         // written before it, so the data length read afterwards covers it.
         let committed = file_len(index, &paths.index)? / 8;
         let data_len = file_len(data, &paths.data)?;
         read_events(
-            &job_id, &paths, data, index, committed, data_len, from_seq, max,
+            &self.job_id,
+            paths,
+            data,
+            index,
+            committed,
+            data_len,
+            from_seq,
+            max,
         )
     }
 }

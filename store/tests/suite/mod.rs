@@ -56,3 +56,14 @@ pub(crate) fn assert_dense(events: &[JobEvent], from: u64) {
         assert_eq!(e.kind, stdout(seq), "event {seq} must be intact");
     }
 }
+
+/// The gateway shares these across tokio tasks and threads.
+#[test]
+fn handles_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<axp_store::Store>();
+    send_sync::<axp_store::JobLog>();
+    send::<axp_store::LogReader>();
+    send_sync::<axp_store::StoreError>();
+}
