@@ -667,3 +667,37 @@ impl LogReader {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_never_change() {
+        // Logs written by one build must be found by the next: these values are pinned (and
+        // match an independent FNV-1a 64 implementation).
+        assert_eq!(shard("j_0"), "42");
+        assert_eq!(shard("job-1"), "f6");
+        assert_eq!(shard(""), "25");
+    }
+
+    #[test]
+    fn ids_that_could_escape_the_jobs_dir_are_refused() {
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "a/b",
+            "a\\b",
+            "a b",
+            "é",
+            &"x".repeat(129),
+        ] {
+            assert!(validate_id(bad).is_err(), "{bad:?} must be refused");
+        }
+        for good in ["j_0", "a.b-c_D9", &"x".repeat(128)] {
+            assert!(validate_id(good).is_ok(), "{good:?} must be accepted");
+        }
+    }
+}

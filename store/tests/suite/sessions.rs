@@ -119,3 +119,44 @@ fn state_dir_is_private_and_exclusive() {
     drop(log);
     Store::open(&dir).unwrap();
 }
+
+#[test]
+fn a_newer_schema_is_refused_and_bad_rows_are_reported() {
+    let (_tmp, dir) = super::state();
+    Store::open(&dir)
+        .unwrap()
+        .put_session(&session("s", 1))
+        .unwrap();
+    // Reopening an up-to-date database migrates nothing and keeps the data.
+    assert!(
+        Store::open(&dir)
+            .unwrap()
+            .get_session("s")
+            .unwrap()
+            .is_some()
+    );
+
+    let db = rusqlite::Connection::open(dir.join("axp.db")).unwrap();
+    db.execute(
+        "UPDATE sessions SET capabilities = 'not json' WHERE id = 's'",
+        [],
+    )
+    .unwrap();
+    let store = Store::open(&dir).unwrap();
+    assert!(matches!(
+        store.get_session("s"),
+        Err(StoreError::Corrupt { .. })
+    ));
+    drop(store);
+
+    db.pragma_update(None, "user_version", 99).unwrap();
+    drop(db);
+    match Store::open(&dir) {
+        Err(StoreError::SchemaTooNew {
+            found: 99,
+            supported: 1,
+            ..
+        }) => {}
+        other => panic!("expected SchemaTooNew, got {other:?}"),
+    }
+}
