@@ -801,7 +801,30 @@ impl Shared {
                 }
             };
         }
-        if b.first().is_some_and(u8::is_ascii_uppercase) {
+        // Bytes that start like an HTTP request must be one, with a matching Host: a request
+        // that only a lenient origin would parse must not slip through as "opaque".
+        const METHODS: &[&[u8]] = &[
+            b"GET ",
+            b"HEAD ",
+            b"POST ",
+            b"PUT ",
+            b"DELETE ",
+            b"OPTIONS ",
+            b"PATCH ",
+            b"TRACE ",
+            b"CONNECT ",
+            b"PRI ",
+        ];
+        let starts_method = METHODS
+            .iter()
+            .any(|m| b.len() >= m.len() && b[..m.len()].eq_ignore_ascii_case(m));
+        let could_be_method = METHODS
+            .iter()
+            .any(|m| b.len() < m.len() && m[..b.len()].eq_ignore_ascii_case(b));
+        if could_be_method && !starts_method {
+            return Ok(None);
+        }
+        if starts_method {
             return match http::parse_head(b) {
                 Ok(None) if b.len() > self.cfg.max_header_bytes => Err(refuse(
                     "header_too_large",
@@ -812,7 +835,7 @@ impl Shared {
                     Ok(()) => Ok(Some("http")),
                     Err(e) => Err(head_refusal(&e)),
                 },
-                Err(_) => Ok(Some("opaque")),
+                Err(e) => Err(head_refusal(&e)),
             };
         }
         Ok(Some("opaque"))

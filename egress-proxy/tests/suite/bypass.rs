@@ -266,6 +266,17 @@ async fn a_host_header_differing_from_the_target_is_refused() {
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out).await;
     p.assert_denied(1, "host_mismatch").await;
+    // A head only a lenient origin would parse (space before the colon) is not waved through.
+    let mut s = TcpStream::connect(p.addr).await.unwrap();
+    s.write_all(connect(&format!("allowed.test:{port}")).as_bytes())
+        .await
+        .unwrap();
+    s.read_exact(&mut resp).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost : evil.test\r\n\r\n")
+        .await
+        .unwrap();
+    let _ = s.read_to_end(&mut out).await;
+    p.assert_denied(2, "malformed").await;
     assert!(up.seen.raw.lock().unwrap().is_empty());
 }
 

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Egress proxy benchmark, all on loopback, all figures from the same run:
+#   1. N (default 500) sequential 1 KiB GETs, each on a fresh connection: requests/s and p50
+#      latency, direct vs through axp-egress-proxy vs through squid (Debian) with an equivalent
+#      dstdomain allowlist; "added p50" = proxied p50 - direct p50.
+#   2. A 100 MiB download: MB/s direct vs through axp-egress-proxy (and squid for reference),
+#      median of 3.
+# Both proxies resolve `bench.test` themselves (axp via its own resolver against the fixture's
+# DNS server, squid via a hosts_file, since squid cannot use a DNS port other than 53); both
+# write an access/audit log. Requires: squid (apt-get install squid), python3.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+N=${N:-500}
+command -v squid >/dev/null || { echo "squid is not installed: apt-get install squid" >&2; exit 1; }
+(cd "$ROOT" && cargo build --release -q -p axp-egress-proxy --bins --examples)
+BIN=$CARGO_TARGET_DIR/release
+WORK=$(mktemp -d /tmp/axp-bench.XXXXXX)
+chmod 777 "$WORK"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+wait_line() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done; echo "timeout waiting for $1" >&2; exit 1; }
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+"$BIN/examples/bench_fixture" >"$WORK/fixture.out" & PIDS+=($!)
+wait_line "$WORK/fixture.out"
+DNS=$(sed -n 's/.*dns=\([^ ]*\).*/\1/p' "$WORK/fixture.out")
+ORIGIN=$(sed -n 's/.*http=\([^ ]*\).*/\1/p' "$WORK/fixture.out")
+PORT=${ORIGIN##*:}
+
+"$BIN/axp-egress-proxy" --listen 127.0.0.1:0 --allow bench.test --resolver "$DNS" \
+  --dangerously-allow-private 127.0.0.0/8 --audit "$WORK/axp-audit.jsonl" >"$WORK/axp.out" 2>"$WORK/axp.err" & PIDS+=($!)
+wait_line "$WORK/axp.out"
+AXP=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["listening"][0])' "$WORK/axp.out")
+
+SQPORT=$(free_port)
+echo "127.0.0.2 bench.test" >"$WORK/hosts"
+cat >"$WORK/squid.conf" <<CONF
+http_port 127.0.0.1:$SQPORT
+acl allowed dstdomain bench.test
+acl Safe_ports port $PORT
+http_access deny !Safe_ports
+http_access allow allowed
+http_access deny all
+hosts_file $WORK/hosts
+cache deny all
+access_log stdio:$WORK/squid-access.log
+cache_log $WORK/squid-cache.log
+pid_filename $WORK/squid.pid
+coredump_dir $WORK
+cache_effective_user proxy
+shutdown_lifetime 0 seconds
+CONF
+squid -N -f "$WORK/squid.conf" & PIDS+=($!)
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$SQPORT) 2>/dev/null && break; sleep 0.1; done
+SQUID=127.0.0.1:$SQPORT
+
+run() { "$BIN/examples/bench_client" "$1" "bench.test:$PORT" "$ORIGIN" "$2" "$3"; }
+for via in direct "$AXP" "$SQUID"; do run "$via" /1k 50 >/dev/null; done   # warm-up
+
+D=$(run direct /1k "$N"); A=$(run "$AXP" /1k "$N"); S=$(run "$SQUID" /1k "$N")
+DL_D=(); DL_A=(); DL_S=()
+for _ in 1 2 3; do
+  DL_D+=("$(run direct /100m 1)"); DL_A+=("$(run "$AXP" /100m 1)"); DL_S+=("$(run "$SQUID" /100m 1)")
+done
+python3 - "$D" "$A" "$S" "${DL_D[@]}" "${DL_A[@]}" "${DL_S[@]}" <<'PY'
+import json, sys, statistics
+d, a, s = (json.loads(x) for x in sys.argv[1:4])
+dl = [json.loads(x)["mb_per_s"] for x in sys.argv[4:]]
+dd, da, ds = statistics.median(dl[0:3]), statistics.median(dl[3:6]), statistics.median(dl[6:9])
+print(f"1 KiB GETs, {d['requests']} sequential, fresh connections")
+for name, r in (("direct", d), ("axp", a), ("squid", s)):
+    print(f"  {name:7} {r['req_per_s']:9.1f} req/s   p50 {r['p50_ms']:.3f} ms   p99 {r['p99_ms']:.3f} ms")
+print(f"  axp added p50:   {a['p50_ms'] - d['p50_ms']:.3f} ms   (squid: {s['p50_ms'] - d['p50_ms']:.3f} ms)")
+print(f"  axp / squid req/s: {a['req_per_s'] / s['req_per_s']:.2f}x   axp / direct: {a['req_per_s'] / d['req_per_s']:.2f}")
+print("100 MiB download (median of 3)")
+print(f"  direct {dd:8.1f} MB/s   axp {da:8.1f} MB/s   squid {ds:8.1f} MB/s")
+print(f"  axp / direct throughput: {da / dd:.2f}   squid / direct: {ds / dd:.2f}")
+PY
