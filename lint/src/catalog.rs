@@ -38,10 +38,15 @@ impl Catalog {
         let mut cat = Catalog::new();
         if let Some(providers) = value.get("providers") {
             let map = providers.as_object().ok_or_else(|| {
-                LintError::Catalog("`providers` must be an object of NAME -> tools/list result".into())
+                LintError::Catalog(
+                    "`providers` must be an object of NAME -> tools/list result".into(),
+                )
             })?;
             for (name, list) in map {
-                cat.insert(name.clone(), parse_tools(list, &format!("providers.{name}"))?);
+                cat.insert(
+                    name.clone(),
+                    parse_tools(list, &format!("providers.{name}"))?,
+                );
             }
         } else if value.get("tools").is_some() || value.is_array() {
             cat.insert(default_provider, parse_tools(value, "")?);

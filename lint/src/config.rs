@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 
 use toml::{Table, Value};
 
-use crate::rules::{self, Family, Mode, RULES, Rule, Severity};
 use crate::LintError;
+use crate::rules::{self, Family, Mode, RULES, Rule, Severity};
 
 /// Overrides for one scope (global, a provider, a tool pattern).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -64,16 +64,24 @@ impl Default for LintConfig {
     }
 }
 
-const TOP_KEYS: &[&str] = &["select", "ignore", "severity", "mode", "fail_on", "providers", "tools"];
+const TOP_KEYS: &[&str] = &[
+    "select",
+    "ignore",
+    "severity",
+    "mode",
+    "fail_on",
+    "providers",
+    "tools",
+];
 const SCOPE_KEYS: &[&str] = &["ignore", "severity", "mode"];
 
 impl LintConfig {
     /// Reads the `[lint]` table of a whole `axp.toml` (absent table: defaults). Other tables are
     /// not looked at; the gateway validates those.
     pub fn from_axp_toml(text: &str) -> Result<Self, LintError> {
-        let doc: Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| LintError::Config(format!("axp.toml is not valid TOML: {e}")))?;
+        let doc: Table = text.parse().map_err(|e: toml::de::Error| {
+            LintError::Config(format!("axp.toml is not valid TOML: {e}"))
+        })?;
         match doc.get("lint") {
             None => Ok(Self::default()),
             Some(Value::Table(t)) => Self::from_table_with_source(t, Some(text)),
@@ -89,13 +97,20 @@ impl LintConfig {
     fn from_table_with_source(t: &Table, source: Option<&str>) -> Result<Self, LintError> {
         let mut errs = Vec::new();
         let mut cfg = Self::default();
-        let at = |key: &str| line_of(source, key).map(|l| format!("line {l}: ")).unwrap_or_default();
+        let at = |key: &str| {
+            line_of(source, key)
+                .map(|l| format!("line {l}: "))
+                .unwrap_or_default()
+        };
         for (k, v) in t {
             match k.as_str() {
                 "select" => cfg.select = rule_list(v, "lint.select", &mut errs),
                 "fail_on" => match v.as_str().and_then(Severity::parse) {
                     Some(s) => cfg.fail_on = s,
-                    None => errs.push(format!("{}`lint.fail_on` must be \"error\", \"warning\" or \"note\"", at("fail_on"))),
+                    None => errs.push(format!(
+                        "{}`lint.fail_on` must be \"error\", \"warning\" or \"note\"",
+                        at("fail_on")
+                    )),
                 },
                 "ignore" | "severity" | "mode" => {}
                 "providers" | "tools" => {
@@ -157,7 +172,10 @@ impl LintConfig {
         if !self.select.is_empty() && !self.select.contains(&rule.id) {
             return false;
         }
-        !self.scopes(provider, tool).iter().any(|o| o.ignore.contains(&rule.id))
+        !self
+            .scopes(provider, tool)
+            .iter()
+            .any(|o| o.ignore.contains(&rule.id))
     }
 
     /// The severity `rule` reports with for this tool.
@@ -181,7 +199,9 @@ impl LintConfig {
     ) -> Option<T> {
         self.scopes(provider, tool).into_iter().find_map(|o| {
             let m = map(o);
-            m.get(rule.id).or_else(|| m.get(rule.family.as_str())).copied()
+            m.get(rule.id)
+                .or_else(|| m.get(rule.family.as_str()))
+                .copied()
         })
     }
 }
@@ -189,7 +209,10 @@ impl LintConfig {
 fn unknown_key(at: &str, table: &str, key: &str, valid: &[&'static str]) -> String {
     match rules::nearest(key, valid.iter().copied()) {
         Some(n) => format!("{at}unknown key `{key}` in [{table}]; did you mean `{n}`?"),
-        None => format!("{at}unknown key `{key}` in [{table}]; valid keys: {}", valid.join(", ")),
+        None => format!(
+            "{at}unknown key `{key}` in [{table}]; valid keys: {}",
+            valid.join(", ")
+        ),
     }
 }
 
@@ -199,7 +222,11 @@ fn resolve(name: &str, at: &str, errs: &mut Vec<String>) -> Vec<&'static str> {
         return vec![r.id];
     }
     if let Some(f) = Family::ALL.iter().find(|f| f.as_str() == name) {
-        return RULES.iter().filter(|r| r.family == *f).map(|r| r.id).collect();
+        return RULES
+            .iter()
+            .filter(|r| r.family == *f)
+            .map(|r| r.id)
+            .collect();
     }
     errs.push(unknown_rule(name, at));
     Vec::new()
@@ -207,8 +234,14 @@ fn resolve(name: &str, at: &str, errs: &mut Vec<String>) -> Vec<&'static str> {
 
 fn unknown_rule(name: &str, at: &str) -> String {
     match rules::nearest_rule_or_family(name) {
-        Some(n) => format!("`{at}`: unknown rule `{name}`; did you mean `{n}`? (`axp lint --explain {n}`)"),
-        None => format!("`{at}`: unknown rule `{name}`; rules are AXP001..AXP{:03} or a family ({})", RULES.len(), Family::ALL.map(|f| f.as_str()).join(", ")),
+        Some(n) => {
+            format!("`{at}`: unknown rule `{name}`; did you mean `{n}`? (`axp lint --explain {n}`)")
+        }
+        None => format!(
+            "`{at}`: unknown rule `{name}`; rules are AXP001..AXP{:03} or a family ({})",
+            RULES.len(),
+            Family::ALL.map(|f| f.as_str()).join(", ")
+        ),
     }
 }
 
@@ -240,7 +273,9 @@ fn keyed<T>(
     let mut out = BTreeMap::new();
     let Some(v) = t.get(key) else { return out };
     let Some(tab) = v.as_table() else {
-        errs.push(format!("`{at}.{key}` must be a table, e.g. {key} = {{ AXP003 = \"{valid}\" }}"));
+        errs.push(format!(
+            "`{at}.{key}` must be a table, e.g. {key} = {{ AXP003 = \"{valid}\" }}"
+        ));
         return out;
     };
     for (k, v) in tab {
@@ -268,16 +303,27 @@ fn overrides(t: &Table, at: &str, errs: &mut Vec<String>) -> Overrides {
             .get("ignore")
             .map(|v| rule_list(v, &format!("{at}.ignore"), errs))
             .unwrap_or_default(),
-        severity: keyed(t, "severity", at, Severity::parse, "\"error\" | \"warning\" | \"note\"", errs),
+        severity: keyed(
+            t,
+            "severity",
+            at,
+            Severity::parse,
+            "\"error\" | \"warning\" | \"note\"",
+            errs,
+        ),
         mode: keyed(t, "mode", at, Mode::parse, "\"warn\" | \"deny\"", errs),
     }
 }
 
 /// The 1-based line where `key` is first assigned or used as a table name, if the source is known.
 fn line_of(source: Option<&str>, key: &str) -> Option<usize> {
-    source?.lines().position(|l| {
-        let l = l.trim_start();
-        l.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('='))
-            || l.contains(&format!(".{key}]"))
-    }).map(|i| i + 1)
+    source?
+        .lines()
+        .position(|l| {
+            let l = l.trim_start();
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+                || l.contains(&format!(".{key}]"))
+        })
+        .map(|i| i + 1)
 }

@@ -74,7 +74,10 @@ pub fn canonical_json(v: &Value) -> String {
 }
 
 fn hex_sha256(s: &str) -> String {
-    Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The pinned hash of a tool.
@@ -102,7 +105,8 @@ pub enum PinStatus {
 impl Lockfile {
     /// Parses `axp.lock` text.
     pub fn parse(text: &str) -> Result<Self, LintError> {
-        let lock: Lockfile = toml::from_str(text).map_err(|e| LintError::Lockfile(e.to_string()))?;
+        let lock: Lockfile =
+            toml::from_str(text).map_err(|e| LintError::Lockfile(e.to_string()))?;
         if lock.version != LOCK_VERSION {
             return Err(LintError::Lockfile(format!(
                 "version {} is not supported (this axp writes version {LOCK_VERSION})",
@@ -185,7 +189,9 @@ impl Lockfile {
 }
 
 fn finding(rule: &str, provider: &str, tool: &str, pointer: &str, message: String) -> Finding {
-    let sev = rules::rule(rule).map(|r| r.default_severity).unwrap_or(crate::Severity::Error);
+    let sev = rules::rule(rule)
+        .map(|r| r.default_severity)
+        .unwrap_or(crate::Severity::Error);
     Finding {
         rule_id: rule.to_string(),
         severity: sev,
@@ -208,7 +214,10 @@ fn describe_change(pin: &Pin, spec: &ToolSpec) -> (String, String) {
         if let Some(added) = new.strip_prefix(old.as_str()) {
             parts.push(format!("description gained \"{}\"", clip(added, 160)));
         } else if let Some(added) = new.strip_suffix(old.as_str()) {
-            parts.push(format!("description gained a prefix \"{}\"", clip(added, 160)));
+            parts.push(format!(
+                "description gained a prefix \"{}\"",
+                clip(added, 160)
+            ));
         } else {
             parts.push(format!(
                 "description changed from \"{}\" to \"{}\"",
@@ -266,9 +275,7 @@ pub fn check_drift(lock: &Lockfile, catalog: &Catalog) -> Vec<Finding> {
         }
     }
     for (key, pin) in &lock.tools {
-        if catalog.providers.contains_key(&pin.provider)
-            && catalog.find_index_name(key).is_none()
-        {
+        if catalog.providers.contains_key(&pin.provider) && catalog.find_index_name(key).is_none() {
             out.push(finding(
                 "AXP039",
                 &pin.provider,

@@ -63,7 +63,12 @@ pub fn lint_with_lock(catalog: &Catalog, config: &LintConfig, lock: &Lockfile) -
     report
 }
 
-pub(crate) fn to_finding(provider: &str, tool: &str, r: Raw, config: &LintConfig) -> Option<Finding> {
+pub(crate) fn to_finding(
+    provider: &str,
+    tool: &str,
+    r: Raw,
+    config: &LintConfig,
+) -> Option<Finding> {
     let rule = rules::rule(r.rule)?;
     if !config.enabled(rule, provider, tool) {
         return None;
@@ -83,7 +88,9 @@ impl Report {
     /// Adds findings made elsewhere (e.g. drift), re-applying `config`'s selection and severity.
     pub fn add_findings(&mut self, findings: Vec<Finding>, config: &LintConfig) {
         for f in findings {
-            let Some(rule) = rules::rule(&f.rule_id) else { continue };
+            let Some(rule) = rules::rule(&f.rule_id) else {
+                continue;
+            };
             if !config.enabled(rule, &f.provider, &f.tool) {
                 continue;
             }
@@ -99,10 +106,21 @@ impl Report {
             .map(|(i, (p, t))| ((p.to_string(), t.name.clone()), i))
             .collect();
         self.findings.sort_by(|a, b| {
-            let ka = order.get(&(a.provider.clone(), a.tool.clone())).copied().unwrap_or(usize::MAX);
-            let kb = order.get(&(b.provider.clone(), b.tool.clone())).copied().unwrap_or(usize::MAX);
-            (&a.provider, ka, &a.tool, &a.rule_id, &a.pointer)
-                .cmp(&(&b.provider, kb, &b.tool, &b.rule_id, &b.pointer))
+            let ka = order
+                .get(&(a.provider.clone(), a.tool.clone()))
+                .copied()
+                .unwrap_or(usize::MAX);
+            let kb = order
+                .get(&(b.provider.clone(), b.tool.clone()))
+                .copied()
+                .unwrap_or(usize::MAX);
+            (&a.provider, ka, &a.tool, &a.rule_id, &a.pointer).cmp(&(
+                &b.provider,
+                kb,
+                &b.tool,
+                &b.rule_id,
+                &b.pointer,
+            ))
         });
     }
 
@@ -141,13 +159,21 @@ impl Report {
                 f.provider,
                 f.tool,
                 f.message,
-                if f.pointer.is_empty() { "/" } else { &f.pointer },
+                if f.pointer.is_empty() {
+                    "/"
+                } else {
+                    &f.pointer
+                },
                 name
             ));
             if let Some(fix) = &f.fix {
                 s.push_str(&format!(
                     "  fix{}: {}\n",
-                    if fix.safe { "" } else { " (not applied by --fix)" },
+                    if fix.safe {
+                        ""
+                    } else {
+                        " (not applied by --fix)"
+                    },
                     fix.description
                 ));
             }
@@ -275,7 +301,10 @@ fn line_of_tool(source: &str, provider: &str, tool: &str) -> Option<usize> {
         if fleet && compact.starts_with(&prov_key) {
             in_provider = true;
         }
-        if in_provider && compact.contains("\"name\":") && compact.contains(&format!("\"name\":{tool_json}")) {
+        if in_provider
+            && compact.contains("\"name\":")
+            && compact.contains(&format!("\"name\":{tool_json}"))
+        {
             return Some(i + 1);
         }
     }

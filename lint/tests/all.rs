@@ -2,4 +2,6 @@
 //! rule corpus, output snapshots, SARIF structure, configuration, drift, `--fix`, and the real
 //! MCP servers.
 
+#![allow(clippy::unwrap_used, reason = "tests fail loudly by design")]
+
 mod suite;

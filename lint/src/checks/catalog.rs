@@ -25,7 +25,8 @@ pub(crate) fn check_name(provider: &str, tool: &ToolSpec, out: &mut Vec<Raw>) {
     let n = &tool.name;
     let valid = !n.is_empty()
         && n.chars().count() <= 64
-        && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if !valid {
         let bad: String = n
             .chars()
@@ -78,7 +79,14 @@ pub(crate) fn check_catalog(cat: &Catalog) -> Vec<(String, String, Raw)> {
     }
     let all: Vec<(&str, &ToolSpec, std::collections::BTreeSet<String>, String)> = cat
         .iter()
-        .map(|(p, t)| (p, t, content_set(&t.description), name_tokens(&t.name).concat()))
+        .map(|(p, t)| {
+            (
+                p,
+                t,
+                content_set(&t.description),
+                name_tokens(&t.name).concat(),
+            )
+        })
         .collect();
     for (j, (pb, tb, sb, nb)) in all.iter().enumerate() {
         for (pa, ta, sa, na) in &all[..j] {

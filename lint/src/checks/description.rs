@@ -6,8 +6,8 @@ use axp_protocol::ToolSpec;
 
 use super::{Raw, clip};
 use crate::text::{
-    DESTRUCTIVE_VERBS, MUTATING_VERBS, STOPWORDS, VAGUE, VERBS, content_set, first_sentence,
-    is_in, name_tokens, stem, words,
+    DESTRUCTIVE_VERBS, MUTATING_VERBS, STOPWORDS, VAGUE, VERBS, content_set, first_sentence, is_in,
+    name_tokens, stem, words,
 };
 
 /// First sentences longer than this are cut in the one-line index.
@@ -19,18 +19,62 @@ pub(crate) const TOKEN_BUDGET: usize = 500;
 pub(crate) const VAGUE_SHARE: f64 = 0.4;
 
 const PLACEHOLDERS: &[&str] = &[
-    "todo", "tbd", "fixme", "xxx", "description", "placeholder", "n/a", "na", "none", "test",
-    "test tool", "tool", "...", "-", "lorem ipsum", "add description", "description goes here",
-    "<description>", "insert description here", "no description", "coming soon", "wip",
+    "todo",
+    "tbd",
+    "fixme",
+    "xxx",
+    "description",
+    "placeholder",
+    "n/a",
+    "na",
+    "none",
+    "test",
+    "test tool",
+    "tool",
+    "...",
+    "-",
+    "lorem ipsum",
+    "add description",
+    "description goes here",
+    "<description>",
+    "insert description here",
+    "no description",
+    "coming soon",
+    "wip",
 ];
 
 /// Words that state a consequence, for AXP009.
 const CONSEQUENCE_WORDS: &[&str] = &[
-    "permanent", "irreversib", "cannot be undone", "can't be undone", "overwrit", "destructive",
-    "side effect", "side-effect", "modif", "recipient", "will be sent", "will be deleted",
-    "will be created", "will be written", "will be published", "caution", "warning", "confirm",
-    "persist", "changes the", "changes to", "is sent", "are sent", "irrevocabl", "billed",
-    "charges", "executes", "is deleted", "are deleted", "replaces",
+    "permanent",
+    "irreversib",
+    "cannot be undone",
+    "can't be undone",
+    "overwrit",
+    "destructive",
+    "side effect",
+    "side-effect",
+    "modif",
+    "recipient",
+    "will be sent",
+    "will be deleted",
+    "will be created",
+    "will be written",
+    "will be published",
+    "caution",
+    "warning",
+    "confirm",
+    "persist",
+    "changes the",
+    "changes to",
+    "is sent",
+    "are sent",
+    "irrevocabl",
+    "billed",
+    "charges",
+    "executes",
+    "is deleted",
+    "are deleted",
+    "replaces",
 ];
 
 pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
@@ -71,7 +115,10 @@ pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
     if !placeholder {
         restates_name(tool, desc, out);
         let first = first_sentence(desc);
-        if !words(first).iter().any(|w| is_in(w, VERBS) || is_in(w, MUTATING_VERBS)) {
+        if !words(first)
+            .iter()
+            .any(|w| is_in(w, VERBS) || is_in(w, MUTATING_VERBS))
+        {
             out.push(Raw::new(
                 "AXP005",
                 "/description",
@@ -154,7 +201,11 @@ pub(crate) fn action_verbs(tool: &ToolSpec) -> Vec<String> {
     // Identifiers (send_email, `git-diff`) in the sentence name other tools, not this one's action.
     let plain_words: Vec<String> = first_sentence(&tool.description)
         .split_whitespace()
-        .filter(|t| !t.contains('_') && !t.contains('`') && !t.trim_matches(|c: char| !c.is_alphanumeric()).contains('-'))
+        .filter(|t| {
+            !t.contains('_')
+                && !t.contains('`')
+                && !t.trim_matches(|c: char| !c.is_alphanumeric()).contains('-')
+        })
         .flat_map(words)
         .collect();
     if let Some(t) = plain_words.into_iter().find(|t| is_verb(t)) {
@@ -167,7 +218,10 @@ pub(crate) fn action_verbs(tool: &ToolSpec) -> Vec<String> {
 fn side_effects(tool: &ToolSpec, out: &mut Vec<Raw>) {
     let verbs = action_verbs(tool);
     let mutating: Vec<&String> = verbs.iter().filter(|v| is_in(v, MUTATING_VERBS)).collect();
-    let destructive: Vec<&String> = verbs.iter().filter(|v| is_in(v, DESTRUCTIVE_VERBS)).collect();
+    let destructive: Vec<&String> = verbs
+        .iter()
+        .filter(|v| is_in(v, DESTRUCTIVE_VERBS))
+        .collect();
     let ro = tool.annotation("readOnlyHint");
     let de = tool.annotation("destructiveHint");
     if ro == Some(true) && de == Some(true) {

@@ -21,7 +21,11 @@ pub(crate) struct Raw {
 }
 
 impl Raw {
-    pub(crate) fn new(rule: &'static str, pointer: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        rule: &'static str,
+        pointer: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             rule,
             message: message.into(),

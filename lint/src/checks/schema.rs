@@ -128,7 +128,10 @@ fn walk(root: &Value, node: &Value, ptr: &str, out: &mut Vec<Raw>) {
                         format!("argument `{name}` has no type; it accepts any JSON value"),
                     ));
                 }
-                let described = po.get("description").and_then(Value::as_str).is_some_and(|d| !d.trim().is_empty())
+                let described = po
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .is_some_and(|d| !d.trim().is_empty())
                     || ref_target(root, po.get("$ref"))
                         .and_then(|t| t.get("description"))
                         .and_then(Value::as_str)
@@ -177,7 +180,11 @@ fn walk(root: &Value, node: &Value, ptr: &str, out: &mut Vec<Raw>) {
                     format!("{ptr}/required"),
                     format!(
                         "`required` names {} but the schema declares no properties",
-                        names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                        names
+                            .iter()
+                            .map(|n| format!("`{n}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 )
                 .with_fix(Fix {
@@ -257,7 +264,15 @@ fn walk(root: &Value, node: &Value, ptr: &str, out: &mut Vec<Raw>) {
             ));
         }
     }
-    for key in ["items", "additionalProperties", "not", "if", "then", "else", "contains"] {
+    for key in [
+        "items",
+        "additionalProperties",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contains",
+    ] {
         if let Some(sub) = obj.get(key) {
             match sub {
                 Value::Array(a) if key == "items" => {
@@ -349,8 +364,11 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(n) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(n) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            {
                 out.push(n);
                 i += 3;
                 continue;
@@ -366,10 +384,11 @@ fn percent_decode(s: &str) -> String {
 fn collect_refs(root: &Value, node: &Value, ptr: &str, out: &mut Vec<(String, String)>) {
     match node {
         Value::Object(m) => {
-            if let Some(Value::String(r)) = m.get("$ref") {
-                if r.starts_with('#') && ref_target(root, m.get("$ref")).is_none() {
-                    out.push((format!("{ptr}/$ref"), r.clone()));
-                }
+            if let Some(Value::String(r)) = m.get("$ref")
+                && r.starts_with('#')
+                && ref_target(root, m.get("$ref")).is_none()
+            {
+                out.push((format!("{ptr}/$ref"), r.clone()));
             }
             for (k, v) in m {
                 // Only descend where subschemas live; `enum`/`const`/`default`/`examples` hold data.

@@ -18,11 +18,7 @@ pub(crate) fn repo_root() -> PathBuf {
 /// A path under the repository root that must exist, or a panic saying how to install it.
 pub(crate) fn require(rel: &str, how: &str) -> PathBuf {
     let p = repo_root().join(rel);
-    assert!(
-        p.exists(),
-        "{} is missing: {how}",
-        p.display()
-    );
+    assert!(p.exists(), "{} is missing: {how}", p.display());
     p
 }
 
@@ -59,10 +55,10 @@ impl Server {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    if tx.send(v).is_err() {
-                        break;
-                    }
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    break;
                 }
             }
         });
@@ -117,8 +113,12 @@ impl Server {
                     self.send(json!({"jsonrpc": "2.0", "id": rid, "result": {}}));
                 }
                 Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => panic!("{}: no answer to {method} within {TIMEOUT:?}", self.name),
-                Err(RecvTimeoutError::Disconnected) => panic!("{}: exited before answering {method}", self.name),
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("{}: no answer to {method} within {TIMEOUT:?}", self.name)
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("{}: exited before answering {method}", self.name)
+                }
             }
         }
     }
@@ -156,7 +156,9 @@ impl Server {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(left) {
-                Ok(m) if m.get("method").is_some() && m.get("id").is_none() => self.notifications.push(m),
+                Ok(m) if m.get("method").is_some() && m.get("id").is_none() => {
+                    self.notifications.push(m)
+                }
                 Ok(_) => {}
                 Err(_) => return false,
             }
