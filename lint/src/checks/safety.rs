@@ -788,6 +788,15 @@ fn shadowing(tool: &ToolSpec, ctx: &Context<'_>, out: &mut Vec<Raw>) {
                 .filter(|t| !t.is_empty())
                 .collect();
             for (i, x) in idw.iter().enumerate() {
+                // "send_message is invoked", "`transfer` tool is called"
+                let passive = idw.get(i + 1).is_some_and(|v| v == "is" || v == "gets")
+                    && idw.get(i + 2).is_some_and(|v| {
+                        matches!(v.as_str(), "invoked" | "called" | "used" | "run")
+                    });
+                if passive && (x.contains('_') || x.contains('-')) && *x != own {
+                    target = Some(x.clone());
+                    break;
+                }
                 if matches!(x.as_str(), "before" | "after" | "when" | "whenever")
                     && idw.get(i + 1).is_some_and(|v| {
                         matches!(v.as_str(), "using" | "calling" | "invoking" | "running")
