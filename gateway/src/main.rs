@@ -1,2 +1,89 @@
-//! The `axp` binary. Being built under issue 2.
-fn main() {}
+//! The `axp` binary. `main` first dispatches the hidden internal entries that must run before
+//! any thread exists (`__sandbox-exec`, re-executed by the gateway to confine a process), then
+//! parses the command line and runs one subcommand on a tokio runtime. Errors are printed as
+//! `error: …` with any `hint:` lines, and map to exit code 2 (could not run).
+
+// A binary crate: `pub` items are module-internal API, never exported.
+#![allow(unreachable_pub)]
+
+mod cli;
+mod commands;
+mod config;
+mod dispatch;
+mod http;
+mod jobs;
+mod metrics;
+mod mount;
+mod registry;
+mod sandboxing;
+mod search;
+mod session;
+mod signature;
+mod stdio;
+mod tiers;
+mod util;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    // The sandbox entry must run before any thread or runtime exists.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == axp_sandbox::EXEC_ARG) {
+        axp_sandbox::exec_main(&args);
+    }
+    let cli = cli::Cli::parse();
+    if let cli::Command::Sandbox(cmd) = cli.command {
+        return match commands::sandbox::run(cmd) {
+            Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    init_tracing(&cli.log_format);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = rt.block_on(async move {
+        use cli::Command::*;
+        match cli.command {
+            Serve(a) => commands::serve::run(a).await.map(|()| 0),
+            Index(a) => commands::client::index(a).await,
+            Describe(a) => commands::client::describe(a).await,
+            Call(a) => commands::client::call(a).await,
+            Jobs(a) => commands::client::jobs(a).await,
+            Attach(a) => commands::client::attach(a).await,
+            Sandbox(_) => Ok(0),
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AXP_LOG")
+        .unwrap_or_else(|_| "axp=info,warn".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

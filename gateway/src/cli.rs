@@ -1,0 +1,153 @@
+//! The command line (clap derive; doc comments are the help text). One subcommand per file under
+//! `commands/`. Internal entries (`__sandbox-exec`) are dispatched in `main` before clap runs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// AXP: a gateway that gives AI agents a sandboxed, streaming place to run code and use tools.
+#[derive(Debug, Parser)]
+#[command(name = "axp", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_parser = ["text", "json"], default_value = "text")]
+    pub log_format: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve tools to agents over HTTP (`/axp`, MCP-compatible) or stdio.
+    Serve(ServeArgs),
+    /// List tools of a running gateway, or search them with QUERY.
+    Index(IndexArgs),
+    /// Show a tool's full description, signature and schema.
+    Describe(DescribeArgs),
+    /// Call a tool and stream its job's output.
+    Call(CallArgs),
+    /// List this client's jobs on a running gateway.
+    Jobs(ClientArgs),
+    /// Re-read a job's event log from a sequence number, following it until it ends.
+    Attach(AttachArgs),
+    /// Inspect or use the kernel sandbox directly.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Print what this host supports (user namespaces, Landlock ABI, seccomp, cgroups) and why not.
+    Check,
+    /// Run one command under the kernel-lsm boundary.
+    Run(SandboxRunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxRunArgs {
+    /// The directory the command runs in (read-only unless --writable) [default: current dir].
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Make the workspace writable.
+    #[arg(long)]
+    pub writable: bool,
+    /// Also allow reading below this path. Repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub allow_read: Vec<PathBuf>,
+    /// Also allow writing below this path. Repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub allow_write: Vec<PathBuf>,
+    /// Allow egress to this domain through the egress proxy. Repeatable.
+    #[arg(long, value_name = "DOMAIN")]
+    pub allow_net: Vec<String>,
+    /// The command and its arguments.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// An MCP client config (Claude Desktop / Cursor / VS Code / AXP static form). Repeatable.
+    #[arg(long = "mcp-config", value_name = "FILE")]
+    pub mcp_config: Vec<PathBuf>,
+    /// Static tool: provider name (with --mcp-tool, --mcp-desc and --mcp-bridge).
+    #[arg(long)]
+    pub mcp_provider: Option<String>,
+    /// Static tool: tool name.
+    #[arg(long)]
+    pub mcp_tool: Option<String>,
+    /// Static tool: description.
+    #[arg(long)]
+    pub mcp_desc: Option<String>,
+    /// Static tool: bridge command, run as `BRIDGE… call PROVIDER TOOL PARAMS_JSON`.
+    #[arg(long)]
+    pub mcp_bridge: Option<String>,
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Speak MCP over stdin/stdout instead of HTTP.
+    #[arg(long)]
+    pub stdio: bool,
+    /// Where sessions, jobs and job logs are kept [default: $XDG_STATE_HOME/axp].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Operator settings file.
+    #[arg(long = "config", value_name = "AXP_TOML")]
+    pub config: Option<PathBuf>,
+    /// The workspace sessions are bound to [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Do not mount the built-in file and command tools.
+    #[arg(long)]
+    pub no_builtin: bool,
+    /// Allow sessions without any sandbox (tier dev-none). Processes then run with your authority.
+    #[arg(long)]
+    pub dangerously_allow_dev_none: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ClientArgs {
+    /// The gateway's endpoint.
+    #[arg(long, env = "AXP_URL", default_value = "http://127.0.0.1:7878/axp")]
+    pub url: String,
+    /// Print raw JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// Words to search for (BM25 over names, descriptions and parameters).
+    pub query: Option<String>,
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    pub name: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    pub name: String,
+    /// Arguments as a JSON object.
+    #[arg(long, default_value = "{}")]
+    pub args: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    pub job_id: String,
+    /// First sequence number to read.
+    #[arg(long, default_value_t = 0)]
+    pub from: u64,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}

@@ -1,0 +1,306 @@
+//! The human CLI against a running gateway (`axp index|describe|call|jobs|attach --url`): a
+//! plain JSON-RPC client over HTTP that keeps one session per gateway URL in the state dir, so
+//! `axp jobs` and `axp attach` see the jobs `axp call` started. Data goes to stdout, everything
+//! else to stderr.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, anyhow, bail};
+use axp_protocol::ErrorCode;
+use axp_protocol::methods::{JobEvent, JobEventKind, JobState};
+use serde_json::{Value, json};
+
+use crate::cli::{AttachArgs, CallArgs, ClientArgs, DescribeArgs, IndexArgs};
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Saved {
+    session_id: String,
+    cap_token: String,
+}
+
+pub struct Client {
+    http: reqwest::Client,
+    url: String,
+    session: Option<Saved>,
+    next_id: i64,
+}
+
+/// A JSON-RPC error from the gateway, kept whole so callers can branch on the code.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.reason())]
+pub struct Remote(pub axp_protocol::RpcError);
+
+fn sessions_file() -> PathBuf {
+    crate::commands::serve::default_state_dir().join("client-sessions.json")
+}
+
+impl Client {
+    pub fn new(args: &ClientArgs) -> Self {
+        let saved = std::fs::read(sessions_file())
+            .ok()
+            .and_then(|b| serde_json::from_slice::<BTreeMap<String, Saved>>(&b).ok())
+            .and_then(|m| m.get(&args.url).cloned());
+        Self {
+            http: reqwest::Client::new(),
+            url: args.url.clone(),
+            session: saved,
+            next_id: 1,
+        }
+    }
+
+    async fn raw(&mut self, method: &str, params: Value) -> Result<Result<Value, Remote>> {
+        self.next_id += 1;
+        let body =
+            json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        let mut req = self.http.post(&self.url).json(&body);
+        if let Some(s) = &self.session {
+            req = req
+                .header("Mcp-Session-Id", &s.session_id)
+                .header("Axp-Capability", &s.cap_token);
+        }
+        let resp = req.send().await.with_context(|| {
+            format!(
+                "cannot reach the gateway at {}\nhint: start it with `axp serve`, or pass --url",
+                self.url
+            )
+        })?;
+        let v: Value = resp
+            .json()
+            .await
+            .context("the gateway sent something that is not JSON")?;
+        if let Some(e) = v.get("error") {
+            let e: axp_protocol::RpcError = serde_json::from_value(e.clone())?;
+            return Ok(Err(Remote(e)));
+        }
+        Ok(Ok(v.get("result").cloned().unwrap_or(Value::Null)))
+    }
+
+    /// Calls `method` in this client's session, opening (and remembering) one when needed.
+    pub async fn call(&mut self, method: &str, params: Value) -> Result<Value> {
+        if self.session.is_none() {
+            self.open_session().await?;
+        }
+        match self.raw(method, params.clone()).await? {
+            Err(Remote(e))
+                if matches!(
+                    e.kind(),
+                    Some(ErrorCode::UnknownSession | ErrorCode::Unauthorized)
+                ) =>
+            {
+                self.open_session().await?;
+                self.raw(method, params).await?.map_err(|e| anyhow!(e))
+            }
+            r => r.map_err(|e| anyhow!(e)),
+        }
+    }
+
+    async fn open_session(&mut self) -> Result<()> {
+        self.session = None;
+        let r = self
+            .raw("session.open", json!({}))
+            .await?
+            .map_err(|e| anyhow!(e))?;
+        let saved = Saved {
+            session_id: r["session_id"].as_str().unwrap_or_default().to_string(),
+            cap_token: r["cap_token"].as_str().unwrap_or_default().to_string(),
+        };
+        let path = sessions_file();
+        let mut all: BTreeMap<String, Saved> = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        all.insert(self.url.clone(), saved.clone());
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(&path, serde_json::to_vec_pretty(&all)?);
+        self.session = Some(saved);
+        Ok(())
+    }
+}
+
+pub async fn index(a: IndexArgs) -> Result<i32> {
+    let mut c = Client::new(&a.client);
+    let r = c
+        .call("axp.index", json!({"query": a.query, "limit": a.limit}))
+        .await?;
+    if a.client.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(0);
+    }
+    let tools = r["tools"].as_array().cloned().unwrap_or_default();
+    let width = tools
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    let mut out = std::io::stdout().lock();
+    for t in &tools {
+        let mark = if t["unavailable"].as_bool() == Some(true) {
+            " [unavailable]"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "{:width$}  {}{mark}",
+            t["name"].as_str().unwrap_or(""),
+            t["desc"].as_str().unwrap_or("")
+        )?;
+    }
+    eprintln!("{} of {} tools", tools.len(), r["total"]);
+    Ok(0)
+}
+
+pub async fn describe(a: DescribeArgs) -> Result<i32> {
+    let mut c = Client::new(&a.client);
+    let r = c.call("axp.describe", json!({"name": a.name})).await?;
+    if a.client.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(0);
+    }
+    println!("{}", r["signature"].as_str().unwrap_or(""));
+    println!();
+    println!("{}", r["description"].as_str().unwrap_or(""));
+    println!();
+    println!(
+        "provider: {}   requires: {}",
+        r["provider"].as_str().unwrap_or(""),
+        r["requires"]
+    );
+    println!("schema: {}", serde_json::to_string_pretty(&r["schema"])?);
+    Ok(0)
+}
+
+pub async fn call(a: CallArgs) -> Result<i32> {
+    let arguments: Value = serde_json::from_str(&a.args).context("--args must be a JSON object")?;
+    if !arguments.is_object() {
+        bail!("--args must be a JSON object, e.g. --args '{{\"message\": \"hi\"}}'");
+    }
+    let mut c = Client::new(&a.client);
+    let r = c
+        .call("job.start", json!({"tool": a.name, "arguments": arguments}))
+        .await?;
+    let job = r["job_id"]
+        .as_str()
+        .ok_or_else(|| anyhow!("the gateway returned no job id"))?
+        .to_string();
+    eprintln!("job {job}");
+    follow(&mut c, &job, 0, a.client.json).await
+}
+
+pub async fn jobs(a: ClientArgs) -> Result<i32> {
+    let mut c = Client::new(&a);
+    let r = c.call("job.list", json!({})).await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(0);
+    }
+    for j in r["jobs"].as_array().into_iter().flatten() {
+        let what = j
+            .get("tool")
+            .map(|t| t.to_string())
+            .or_else(|| j.get("command").map(|c| c.to_string()))
+            .unwrap_or_default();
+        println!(
+            "{}  {:9}  seq {:>6}  {}",
+            j["job_id"].as_str().unwrap_or(""),
+            j["state"].as_str().unwrap_or(""),
+            j["next_seq"],
+            what
+        );
+    }
+    Ok(0)
+}
+
+pub async fn attach(a: AttachArgs) -> Result<i32> {
+    let mut c = Client::new(&a.client);
+    follow(&mut c, &a.job_id, a.from, a.client.json).await
+}
+
+/// Prints a job's events from `from` until it ends (long-polling `job.attach`); the exit code
+/// is the job's.
+async fn follow(c: &mut Client, job: &str, from: u64, json_out: bool) -> Result<i32> {
+    let mut seq = from;
+    let mut code = 0;
+    loop {
+        let r = c
+            .call(
+                "job.attach",
+                json!({"job_id": job, "from_seq": seq, "wait_ms": 20000}),
+            )
+            .await?;
+        let events: Vec<JobEvent> = serde_json::from_value(r["events"].clone())?;
+        for e in &events {
+            if json_out {
+                println!("{}", serde_json::to_string(e)?);
+                continue;
+            }
+            match &e.kind {
+                JobEventKind::Stdout { data } | JobEventKind::Pty { data } => {
+                    print!("{data}");
+                    std::io::stdout().flush()?;
+                }
+                JobEventKind::Stderr { data } => eprint!("{data}"),
+                JobEventKind::Progress {
+                    progress,
+                    total,
+                    message,
+                } => eprintln!(
+                    "progress {progress}{}{}",
+                    total.map(|t| format!("/{t}")).unwrap_or_default(),
+                    message
+                        .as_ref()
+                        .map(|m| format!(" {m}"))
+                        .unwrap_or_default()
+                ),
+                JobEventKind::Log { level, data } => eprintln!("[{level}] {data}"),
+                JobEventKind::Result { output } => {
+                    let text = output.joined_text();
+                    if !text.is_empty() {
+                        println!("{text}");
+                    }
+                    if let Some(s) = &output.structured_content {
+                        println!("{}", serde_json::to_string_pretty(s)?);
+                    }
+                    if output.is_error {
+                        code = 1;
+                    }
+                }
+                JobEventKind::Exit {
+                    state,
+                    code: c,
+                    signal,
+                    error,
+                } => {
+                    if let Some(err) = error {
+                        eprintln!(
+                            "error: {}",
+                            err.get("data")
+                                .and_then(|d| d.get("reason"))
+                                .and_then(Value::as_str)
+                                .unwrap_or(&err.to_string())
+                        );
+                        code = code.max(1);
+                    }
+                    match (state, c, signal) {
+                        (JobState::Exited, Some(c), _) if *c != 0 => code = code.max(*c),
+                        (JobState::Killed, _, s) => {
+                            eprintln!("job killed ({})", s.clone().unwrap_or_default());
+                            code = code.max(130);
+                        }
+                        (JobState::Failed, ..) | (JobState::Lost, ..) => code = code.max(1),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        seq = r["next_seq"].as_u64().unwrap_or(seq);
+        if r["done"].as_bool() == Some(true) {
+            return Ok(code);
+        }
+    }
+}

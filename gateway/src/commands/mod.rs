@@ -1,0 +1,5 @@
+//! One module per subcommand (serve, and the client commands against a running gateway).
+
+pub mod client;
+pub mod sandbox;
+pub mod serve;

@@ -1,0 +1,84 @@
+//! `axp sandbox check` (what this host can enforce, and why not where not) and
+//! `axp sandbox run -- CMD…` (one command under the same boundary sessions get).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use axp_providers::{ProcessPolicy, ProcessSpec};
+
+use crate::cli::{SandboxCommand, SandboxRunArgs};
+
+pub fn run(cmd: SandboxCommand) -> Result<i32> {
+    match cmd {
+        SandboxCommand::Check => {
+            let host = axp_sandbox::probe();
+            println!("{host}");
+            match host.kernel_lsm_available() {
+                Ok(layers) => {
+                    println!("\nkernel-lsm: available — {layers}");
+                    Ok(0)
+                }
+                Err(why) => {
+                    println!("\nkernel-lsm: UNAVAILABLE — {why}");
+                    Ok(1)
+                }
+            }
+        }
+        SandboxCommand::Run(a) => run_one(a),
+    }
+}
+
+fn run_one(a: SandboxRunArgs) -> Result<i32> {
+    if a.command.is_empty() {
+        bail!("nothing to run: give the command after `--`, e.g. `axp sandbox run -- ls -la`");
+    }
+    let host = axp_sandbox::probe();
+    if let Err(why) = host.kernel_lsm_available() {
+        bail!(
+            "the kernel-lsm sandbox is unavailable on this host: {why}\nhint: `axp sandbox check` shows every layer"
+        );
+    }
+    let workspace: PathBuf = a
+        .workspace
+        .map_or_else(std::env::current_dir, Ok)?
+        .canonicalize()
+        .context("the workspace cannot be used")?;
+    let canon = |p: &PathBuf| {
+        p.canonicalize()
+            .with_context(|| format!("{} cannot be used", p.display()))
+    };
+    let mut fs_write = a
+        .allow_write
+        .iter()
+        .map(canon)
+        .collect::<Result<Vec<_>>>()?;
+    if a.writable {
+        fs_write.push(workspace.clone());
+    }
+    let spec = ProcessSpec {
+        program: a.command[0].clone(),
+        args: a.command[1..].to_vec(),
+        env: crate::dispatch::base_env(&workspace),
+        cwd: Some(workspace.clone()),
+        policy: ProcessPolicy {
+            fs_read: a.allow_read.iter().map(canon).collect::<Result<_>>()?,
+            fs_write,
+            net: a.allow_net.clone(),
+        },
+    };
+    let mut argv = a.command.clone();
+    if let Some(found) = axp_sandbox::discover::find_program(
+        &argv[0],
+        spec.env.get("PATH").map(std::ffi::OsStr::new),
+    ) {
+        argv[0] = found.to_string_lossy().into_owned();
+    }
+    let policy =
+        crate::sandboxing::compile(&spec, &[], &argv).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let exe = std::env::current_exe().context("cannot find the axp executable to re-execute")?;
+    let status = axp_sandbox::run(&exe, &policy, &argv).context("cannot start the sandbox")?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}

@@ -1,0 +1,335 @@
+//! `axp serve`: loads the operator's configuration, opens the state dir, decides which sandbox
+//! tiers can be granted, mounts every provider (the embedded default when nothing is
+//! configured), keeps the index in step with each provider's events, and serves HTTP or stdio.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use axp_protocol::CapabilitySet;
+use axp_protocol::methods::SandboxTier;
+use axp_providers::{DynProvider, Launcher, ProviderEvent};
+use axp_store::Store;
+
+use crate::cli::ServeArgs;
+use crate::config::env::ProcessEnv;
+use crate::config::fleet::{self, Fleet};
+use crate::config::settings::{self, Settings};
+use crate::dispatch::{Gateway, Options};
+use crate::jobs::Jobs;
+use crate::metrics::Metrics;
+use crate::mount;
+use crate::registry::{Mount, Registry};
+use crate::session::{Profile, Sessions};
+use crate::tiers::Tiers;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+const DEFAULT_MAX_BODY: usize = 4 * 1024 * 1024;
+const DEFAULT_INLINE_MAX: usize = 64;
+
+/// Everything `serve` resolved before it starts listening.
+pub struct Prepared {
+    pub gateway: Arc<Gateway>,
+    pub listen: String,
+    pub max_body: usize,
+    pub warnings: Vec<String>,
+}
+
+pub async fn run(args: ServeArgs) -> Result<()> {
+    let prepared = prepare(&args).await?;
+    for w in &prepared.warnings {
+        tracing::warn!("{w}");
+    }
+    let gw = prepared.gateway.clone();
+    if args.stdio {
+        let r = crate::stdio::serve(gw.clone(), prepared.max_body).await;
+        shutdown(&gw).await;
+        return r;
+    }
+    let listener = tokio::net::TcpListener::bind(&prepared.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", prepared.listen))?;
+    let addr = listener.local_addr()?;
+    eprintln!(
+        "axp: serving {} tools from {} providers on http://{addr}/axp (MCP: http://{addr}/mcp)",
+        gw.registry.len(),
+        gw.registry.providers().len()
+    );
+    let app = crate::http::router(gw.clone(), prepared.max_body);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    shutdown(&gw).await;
+    Ok(())
+}
+
+async fn shutdown(gw: &Gateway) {
+    for (id, ..) in gw.registry.providers() {
+        if let Some(p) = gw.registry.provider(&id) {
+            let _ = tokio::time::timeout(Duration::from_secs(3), p.shutdown()).await;
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+    }
+    eprintln!("axp: shutting down");
+}
+
+pub fn default_state_dir() -> PathBuf {
+    if let Some(s) = std::env::var_os("XDG_STATE_HOME").filter(|s| !s.is_empty()) {
+        return PathBuf::from(s).join("axp");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".local/state/axp"),
+        None => PathBuf::from(".axp-state"),
+    }
+}
+
+pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
+    let settings = match &args.config {
+        Some(p) => settings::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
+        None if Path::new("axp.toml").exists() => {
+            settings::load(Path::new("axp.toml")).map_err(|e| anyhow::anyhow!("{e}"))?
+        }
+        None => Settings::default(),
+    };
+    let workspace = args
+        .workspace
+        .clone()
+        .or(settings.workspace.clone())
+        .map_or_else(std::env::current_dir, Ok)?
+        .canonicalize()
+        .context("the workspace directory cannot be used")?;
+    let state_dir = args
+        .state_dir
+        .clone()
+        .or(settings.state_dir.clone())
+        .unwrap_or_else(default_state_dir);
+
+    // The fleet: every --mcp-config file, the settings' files, and the static flags.
+    let mut fleet = Fleet::default();
+    let mut problems = Vec::new();
+    for f in args.mcp_config.iter().chain(settings.mcp_config.iter()) {
+        match fleet::load(f, &ProcessEnv) {
+            Ok(part) => {
+                fleet.servers.extend(part.servers);
+                fleet.statics.extend(part.statics);
+                fleet.disabled.extend(part.disabled);
+                fleet.warnings.extend(part.warnings);
+            }
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    match fleet::from_flags(
+        args.mcp_provider.as_deref(),
+        args.mcp_tool.as_deref(),
+        args.mcp_desc.as_deref(),
+        args.mcp_bridge.as_deref(),
+    ) {
+        Ok(Some(s)) => fleet.statics.push(s),
+        Ok(None) => {}
+        Err(e) => problems.push(e),
+    }
+    if !problems.is_empty() {
+        bail!("the configuration has problems:\n{}", problems.join("\n"));
+    }
+
+    let tiers = Arc::new(decide_tiers(args, &settings)?);
+    let default_profile = vec![
+        "tool(*)".to_string(),
+        "proc.spawn".to_string(),
+        format!("fs.write({})", workspace.display()),
+    ];
+    let caps = CapabilitySet::parse_all(
+        settings
+            .session
+            .capabilities
+            .as_ref()
+            .unwrap_or(&default_profile),
+    )
+    .map_err(|errs| {
+        anyhow::anyhow!(
+            "[session] capabilities: {}",
+            errs.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })?;
+    let profile = Profile {
+        capabilities: caps,
+        workspace: workspace.clone(),
+        ttl_s: settings.session.ttl_s.unwrap_or(24 * 3600),
+        max_ttl_s: settings.session.max_ttl_s.unwrap_or(7 * 24 * 3600),
+    };
+
+    let store = {
+        let dir = state_dir.clone();
+        tokio::task::spawn_blocking(move || -> Result<Store> {
+            let store = Store::open(&dir).with_context(|| format!("cannot open the state dir {}", dir.display()))?;
+            let lost = store.mark_running_lost(crate::util::now_ms())?;
+            if lost > 0 {
+                tracing::warn!(lost, "jobs that were running when the gateway stopped are now `lost` (their logs are intact)");
+            }
+            Ok(store)
+        })
+        .await??
+    };
+    let metrics = Arc::new(Metrics::default());
+    let registry = Registry::new();
+    let sessions = Sessions::new(store.clone(), profile, tiers.clone());
+    let jobs = Jobs::new(store, metrics.clone());
+    let options = Options {
+        inline_tools_max: settings
+            .serve
+            .inline_tools_max
+            .unwrap_or(DEFAULT_INLINE_MAX),
+        extra_read: settings.sandbox.extra_read.clone(),
+    };
+    let gateway = Arc::new(Gateway::new(
+        registry.clone(),
+        sessions,
+        jobs,
+        metrics,
+        options,
+    ));
+
+    let launcher = provider_launcher(&tiers)?;
+    let nothing_configured =
+        fleet.servers.is_empty() && fleet.statics.is_empty() && settings.cli.is_empty();
+    let mut mounts: Vec<Mount> = Vec::new();
+    if nothing_configured && !args.no_builtin {
+        mounts.push(mount::builtin(&workspace, launcher.clone())?);
+    }
+    mounts.extend(mount::fleet(&fleet, &settings, &workspace, launcher.clone()).await?);
+    for m in mounts {
+        watch_provider(gateway.clone(), m);
+    }
+    // Give providers a moment to list their tools so the first index is complete; slow ones
+    // join later and announce themselves through list_changed.
+    wait_for_providers(&registry, Duration::from_secs(10)).await;
+
+    let mut warnings = fleet.warnings;
+    warnings.extend(registry.problems());
+    Ok(Prepared {
+        gateway,
+        listen: args
+            .listen
+            .clone()
+            .or(settings.listen.clone())
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
+        max_body: settings.serve.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY),
+        warnings,
+    })
+}
+
+fn decide_tiers(args: &ServeArgs, settings: &Settings) -> Result<Tiers> {
+    let dev_none_allowed =
+        args.dangerously_allow_dev_none || settings.sandbox.dangerously_allow_dev_none;
+    let (kernel_lsm, kernel_launcher) = crate::sandboxing::kernel_lsm(&settings.sandbox.extra_read);
+    let default = match settings.sandbox.default_tier.as_deref() {
+        Some(t) => t
+            .parse::<SandboxTier>()
+            .map_err(|e| anyhow::anyhow!("[sandbox] default_tier: {e}"))?,
+        None if kernel_lsm.is_ok() => SandboxTier::KernelLsm,
+        None if dev_none_allowed => SandboxTier::DevNone,
+        None => bail!(
+            "the kernel-lsm sandbox is unavailable on this host: {}\nhint: `axp sandbox check` explains; to serve without a sandbox anyway, pass --dangerously-allow-dev-none",
+            kernel_lsm.as_ref().err().map_or("", String::as_str)
+        ),
+    };
+    let tiers = Tiers {
+        kernel_lsm,
+        dev_none_allowed,
+        default,
+        kernel_launcher,
+    };
+    // Refuse to start with a default nobody could be granted.
+    tiers
+        .grant(Some(default))
+        .map_err(|e| anyhow::anyhow!("{}", e.reason()))?;
+    if default == SandboxTier::DevNone {
+        tracing::warn!(
+            "sessions run WITHOUT a sandbox (dev-none): every process has the gateway's authority"
+        );
+    }
+    Ok(tiers)
+}
+
+/// Provider processes (MCP servers, CLI tools) run under the strongest tier available.
+fn provider_launcher(tiers: &Tiers) -> Result<Arc<dyn Launcher>> {
+    if let Some(l) = &tiers.kernel_launcher {
+        return Ok(l.clone());
+    }
+    if tiers.dev_none_allowed {
+        tracing::warn!("provider processes run WITHOUT a sandbox (dev-none)");
+        return Ok(Arc::new(axp_providers::DirectLauncher));
+    }
+    bail!("no sandbox is available for provider processes and dev-none is not allowed")
+}
+
+async fn wait_for_providers(registry: &Registry, max: Duration) {
+    let deadline = tokio::time::Instant::now() + max;
+    while tokio::time::Instant::now() < deadline {
+        if registry
+            .providers()
+            .iter()
+            .all(|(_, _, up, reason, _)| *up || reason.as_deref() != Some("starting"))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Lists a provider's tools now and whenever it says they changed; tracks availability.
+pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
+    let provider: DynProvider = m.provider.clone();
+    let id = provider.id().clone();
+    gw.registry.mount(m);
+    let events = provider.events();
+    tokio::spawn(async move {
+        refresh(&gw, &provider).await;
+        let Some(mut rx) = events else { return };
+        loop {
+            match rx.recv().await {
+                Ok(ProviderEvent::ToolsChanged) => {
+                    refresh(&gw, &provider).await;
+                    gw.tools_changed();
+                }
+                Ok(ProviderEvent::Unavailable { reason }) => {
+                    tracing::warn!(provider = %id, %reason, "provider unavailable");
+                    gw.registry.set_available(&id, false, Some(reason));
+                }
+                Ok(ProviderEvent::Available) => {
+                    tracing::info!(provider = %id, "provider available");
+                    refresh(&gw, &provider).await;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    refresh(&gw, &provider).await
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
+}
+
+async fn refresh(gw: &Gateway, provider: &DynProvider) {
+    let id = provider.id().clone();
+    match provider.tools().await {
+        Ok(tools) => {
+            gw.registry.set_tools(&id, tools);
+            gw.registry.set_available(&id, true, None);
+        }
+        Err(e) => {
+            tracing::warn!(provider = %id, error = %e, "cannot list tools");
+            gw.registry.set_available(&id, false, Some(e.to_string()));
+        }
+    }
+}

@@ -1,0 +1,752 @@
+//! The `--mcp-config` file: Claude Desktop / Cursor / Claude Code `{"mcpServers": …}`, VS Code's
+//! `{"servers": …}` (also nested under `"mcp"`, as in settings.json), and the AXP draft's static
+//! form `{"provider", "bridge", "tools"}`, detected by shape. JSON with comments is accepted
+//! (VS Code writes it). Keys other clients define for their own use (`disabled`, `autoApprove`,
+//! `alwaysAllow`, `timeout`, …) are understood or ignored by name; anything else is an error
+//! with its line, column and the nearest valid key.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use axp_protocol::ToolSpec;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::env::{EnvSource, expand};
+use super::{ConfigError, ConfigProblem, unknown_field_hint};
+
+/// How a provider's tools are named in the index (DESIGN §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefixMode {
+    #[default]
+    Always,
+    Conditional,
+    Never,
+}
+
+/// Whether one server process serves every session or each session gets its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    #[default]
+    Shared,
+    PerSession,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxBlock {
+    #[serde(default)]
+    pub fs_read: Vec<String>,
+    #[serde(default)]
+    pub fs_write: Vec<String>,
+    #[serde(default)]
+    pub net: Vec<String>,
+    /// Names of host environment variables passed through to the server.
+    #[serde(default)]
+    pub env: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    cwd: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    url: Option<String>,
+    headers: Option<BTreeMap<String, String>>,
+    // AXP extras.
+    sandbox: Option<SandboxBlock>,
+    isolation: Option<Isolation>,
+    timeout_s: Option<u64>,
+    enabled: Option<bool>,
+    prefix: Option<PrefixMode>,
+    approval: Option<String>,
+    // Keys other MCP clients define; understood where they mean something to us.
+    disabled: Option<bool>,
+    timeout: Option<u64>,
+    #[serde(rename = "envFile")]
+    env_file: Option<String>,
+    #[serde(rename = "autoApprove")]
+    _auto_approve: Option<Value>,
+    #[serde(rename = "alwaysAllow")]
+    _always_allow: Option<Value>,
+    #[serde(rename = "transportType")]
+    transport_type: Option<String>,
+    #[serde(rename = "description")]
+    _description: Option<String>,
+    #[serde(rename = "gallery")]
+    _gallery: Option<Value>,
+    #[serde(rename = "dev")]
+    _dev: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawMcpServersFile {
+    #[serde(rename = "mcpServers")]
+    mcp_servers: BTreeMap<String, RawServer>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawVsCodeFile {
+    servers: BTreeMap<String, RawServer>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawVsCodeSettings {
+    mcp: RawVsCodeFile,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBridge {
+    command: String,
+    #[serde(default)]
+    args: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStaticTool {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(rename = "inputSchema", alias = "input_schema")]
+    input_schema: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStaticFile {
+    provider: String,
+    bridge: RawBridge,
+    tools: Vec<RawStaticTool>,
+    #[serde(default)]
+    timeout_s: Option<u64>,
+    #[serde(default)]
+    prefix: Option<PrefixMode>,
+    #[serde(default)]
+    sandbox: Option<SandboxBlock>,
+}
+
+/// How to reach one MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+        legacy_sse: bool,
+    },
+}
+
+/// One MCP server, resolved and validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub name: String,
+    pub transport: Transport,
+    pub sandbox: SandboxBlock,
+    pub isolation: Isolation,
+    pub timeout_s: u64,
+    pub prefix: PrefixMode,
+    pub approval_required: bool,
+    pub source: PathBuf,
+}
+
+/// A static (bridge) provider, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StaticProvider {
+    pub provider: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub tools: Vec<ToolSpec>,
+    pub timeout_s: u64,
+    pub prefix: PrefixMode,
+    pub sandbox: SandboxBlock,
+    pub source: PathBuf,
+}
+
+/// Everything `--mcp-config` files and flags describe.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fleet {
+    pub servers: Vec<ServerConfig>,
+    pub statics: Vec<StaticProvider>,
+    /// Servers present but disabled (`enabled: false` / `disabled: true`), for reports.
+    pub disabled: Vec<String>,
+    /// Non-fatal remarks (ignored client-specific keys, renamed servers).
+    pub warnings: Vec<String>,
+}
+
+pub const DEFAULT_TIMEOUT_S: u64 = 60;
+
+/// Reads and resolves one file.
+pub fn load(path: &Path, env: &dyn EnvSource) -> Result<Fleet, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::one(path, format!("cannot read the MCP config: {e}")))?;
+    parse(&text, path, env)
+}
+
+/// Parses one file's text. `path` is used for messages and to resolve relative `cwd`/`envFile`.
+pub fn parse(text: &str, path: &Path, env: &dyn EnvSource) -> Result<Fleet, ConfigError> {
+    // VS Code writes JSON with comments; strip them in place (same offsets, so positions in
+    // errors stay right) rather than hand-rolling a JSONC parser.
+    let mut stripped = String::new();
+    json_comments::StripComments::new(text.as_bytes())
+        .read_to_string(&mut stripped)
+        .map_err(|e| ConfigError::one(path, format!("cannot read the MCP config: {e}")))?;
+    let value: Value =
+        serde_json::from_str(&stripped).map_err(|e| json_error(path, &stripped, e, None))?;
+    let Value::Object(top) = &value else {
+        return Err(ConfigError::one(
+            path,
+            "the MCP config must be a JSON object",
+        ));
+    };
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut fleet = Fleet::default();
+    let mut problems = Vec::new();
+    if top.contains_key("mcpServers") {
+        let raw: RawMcpServersFile = typed(&stripped, path)?;
+        for k in top.keys().filter(|k| *k != "mcpServers") {
+            fleet.warnings.push(format!(
+                "{}: ignoring top-level key `{k}` (not about MCP servers)",
+                path.display()
+            ));
+        }
+        resolve_servers(
+            raw.mcp_servers,
+            "mcpServers",
+            path,
+            base,
+            env,
+            &mut fleet,
+            &mut problems,
+        );
+    } else if top.contains_key("servers") {
+        let raw: RawVsCodeFile = typed(&stripped, path)?;
+        resolve_servers(
+            raw.servers,
+            "servers",
+            path,
+            base,
+            env,
+            &mut fleet,
+            &mut problems,
+        );
+    } else if top.get("mcp").is_some_and(|m| m.get("servers").is_some()) {
+        let raw: RawVsCodeSettings = typed(&stripped, path)?;
+        resolve_servers(
+            raw.mcp.servers,
+            "mcp.servers",
+            path,
+            base,
+            env,
+            &mut fleet,
+            &mut problems,
+        );
+    } else if top.contains_key("provider") || top.contains_key("bridge") {
+        let raw: RawStaticFile = typed(&stripped, path)?;
+        match resolve_static(raw, path, env) {
+            Ok(s) => fleet.statics.push(s),
+            Err(p) => problems.extend(p),
+        }
+    } else {
+        return Err(ConfigError {
+            problems: vec![ConfigProblem {
+                file: path.to_path_buf(),
+                line: Some(1),
+                column: Some(1),
+                path: None,
+                message: "no MCP servers found: expected a top-level `mcpServers` (Claude Desktop, Cursor, Claude Code), `servers` (VS Code) or `provider`+`bridge`+`tools` (AXP static form)".into(),
+                hint: crate::config::nearest(
+                    top.keys().next().map(String::as_str).unwrap_or(""),
+                    ["mcpServers", "servers", "provider"],
+                )
+                .map(|n| format!("did you mean `{n}`?")),
+            }],
+        });
+    }
+    if problems.is_empty() {
+        Ok(fleet)
+    } else {
+        Err(ConfigError { problems })
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned>(text: &str, path: &Path) -> Result<T, ConfigError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let p = e.path().to_string();
+        json_error(path, text, e.into_inner(), Some(p))
+    })
+}
+
+fn json_error(
+    path: &Path,
+    _text: &str,
+    e: serde_json::Error,
+    doc_path: Option<String>,
+) -> ConfigError {
+    // serde_json appends " at line L column C" to the message; we report those separately.
+    let full = e.to_string();
+    let message = full.split(" at line ").next().unwrap_or(&full).to_string();
+    let hint = unknown_field_hint(&message).or_else(|| {
+        if message.starts_with("invalid type") {
+            Some(
+                "check the value's type against the documented form (docs/configuration.md)".into(),
+            )
+        } else {
+            None
+        }
+    });
+    ConfigError {
+        problems: vec![ConfigProblem {
+            file: path.to_path_buf(),
+            line: (e.line() > 0).then_some(e.line()),
+            column: (e.column() > 0).then_some(e.column()),
+            path: doc_path,
+            message,
+            hint,
+        }],
+    }
+}
+
+fn problem(path: &Path, at: String, message: String, hint: Option<String>) -> ConfigProblem {
+    ConfigProblem {
+        file: path.to_path_buf(),
+        line: None,
+        column: None,
+        path: Some(at),
+        message,
+        hint,
+    }
+}
+
+/// Tool and provider names must fit `[a-zA-Z0-9_-]`; anything else becomes `_`.
+pub fn sanitize_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn resolve_servers(
+    raw: BTreeMap<String, RawServer>,
+    section: &str,
+    path: &Path,
+    base: &Path,
+    env: &dyn EnvSource,
+    fleet: &mut Fleet,
+    problems: &mut Vec<ConfigProblem>,
+) {
+    for (name, s) in raw {
+        let at = format!("{section}.{name}");
+        let clean = sanitize_name(&name);
+        if clean.is_empty() {
+            problems.push(problem(
+                path,
+                at,
+                "a server needs a non-empty name".into(),
+                None,
+            ));
+            continue;
+        }
+        if clean != name {
+            fleet.warnings.push(format!("server `{name}` is indexed as `{clean}` (tool names allow only letters, digits, `_` and `-`)"));
+        }
+        if s.enabled == Some(false) || s.disabled == Some(true) {
+            fleet.disabled.push(clean);
+            continue;
+        }
+        let local = std::cell::RefCell::new(Vec::new());
+        let exp = |field: &str, v: &str| -> Option<String> {
+            match expand(v, env) {
+                Ok(x) => Some(x),
+                Err(e) => {
+                    local
+                        .borrow_mut()
+                        .push(problem(path, format!("{at}.{field}"), e, None));
+                    None
+                }
+            }
+        };
+        let kind = s
+            .kind
+            .clone()
+            .or(s.transport_type.clone())
+            .map(|k| k.to_ascii_lowercase());
+        let transport = (|| -> Option<Transport> {
+            Some(match (&s.command, &s.url, kind.as_deref()) {
+                (Some(_), Some(_), _) => {
+                    local.borrow_mut().push(problem(
+                        path,
+                        at.clone(),
+                        "a server has either `command` (stdio) or `url` (HTTP), not both".into(),
+                        None,
+                    ));
+                    return None;
+                }
+                (Some(cmd), None, None | Some("stdio")) => {
+                    let command = exp("command", cmd);
+                    let args: Vec<Option<String>> = s
+                        .args
+                        .iter()
+                        .flatten()
+                        .enumerate()
+                        .map(|(i, a)| exp(&format!("args[{i}]"), a))
+                        .collect();
+                    let mut envs = BTreeMap::new();
+                    if let Some(f) = &s.env_file {
+                        match exp("envFile", f).map(|f| read_env_file(&base.join(f))) {
+                            Some(Ok(vars)) => envs.extend(vars),
+                            Some(Err(e)) => local.borrow_mut().push(problem(
+                                path,
+                                format!("{at}.envFile"),
+                                e,
+                                None,
+                            )),
+                            None => {}
+                        }
+                    }
+                    for (k, v) in s.env.iter().flatten() {
+                        if let Some(v) = exp(&format!("env.{k}"), v) {
+                            envs.insert(k.clone(), v);
+                        }
+                    }
+                    let cwd = s
+                        .cwd
+                        .as_deref()
+                        .and_then(|c| exp("cwd", c))
+                        .map(|c| base.join(c));
+                    let (Some(command), true) = (command, args.iter().all(Option::is_some)) else {
+                        return None;
+                    };
+                    Transport::Stdio {
+                        command,
+                        args: args.into_iter().flatten().collect(),
+                        env: envs,
+                        cwd,
+                    }
+                }
+                (
+                    None,
+                    Some(url),
+                    None
+                    | Some("http")
+                    | Some("streamable-http")
+                    | Some("streamablehttp")
+                    | Some("sse"),
+                ) => {
+                    let Some(url) = exp("url", url) else {
+                        return None;
+                    };
+                    if !(url.starts_with("http://") || url.starts_with("https://")) {
+                        local.borrow_mut().push(problem(
+                            path,
+                            format!("{at}.url"),
+                            format!("`{url}` is not an http(s) URL"),
+                            None,
+                        ));
+                        return None;
+                    }
+                    let mut headers = BTreeMap::new();
+                    for (k, v) in s.headers.iter().flatten() {
+                        if let Some(v) = exp(&format!("headers.{k}"), v) {
+                            headers.insert(k.clone(), v);
+                        }
+                    }
+                    Transport::Http {
+                        url,
+                        headers,
+                        legacy_sse: kind.as_deref() == Some("sse"),
+                    }
+                }
+                (None, None, _) => {
+                    local.borrow_mut().push(problem(
+                    path,
+                    at.clone(),
+                    "a server needs `command` (a stdio server) or `url` (an HTTP server)".into(),
+                    Some("e.g. \"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-everything\"]".into()),
+                ));
+                    return None;
+                }
+                (_, _, Some(other)) => {
+                    local.borrow_mut().push(problem(
+                        path,
+                        format!("{at}.type"),
+                        format!("`{other}` is not a transport this entry can use"),
+                        Some("use `stdio` with `command`, or `http` / `sse` with `url`".into()),
+                    ));
+                    return None;
+                }
+            })
+        })();
+        problems.extend(local.into_inner());
+        let Some(transport) = transport else { continue };
+        fleet.servers.push(ServerConfig {
+            name: clean,
+            transport,
+            sandbox: s.sandbox.unwrap_or_default(),
+            isolation: s.isolation.unwrap_or_default(),
+            timeout_s: s.timeout_s.or(s.timeout).unwrap_or(DEFAULT_TIMEOUT_S),
+            prefix: s.prefix.unwrap_or_default(),
+            approval_required: s.approval.as_deref() == Some("required"),
+            source: path.to_path_buf(),
+        });
+    }
+}
+
+fn read_env_file(path: &Path) -> Result<BTreeMap<String, String>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read env file {}: {e}", path.display()))?;
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        if let Some((k, v)) = line.split_once('=') {
+            out.insert(
+                k.trim().to_string(),
+                v.trim().trim_matches('"').trim_matches('\'').to_string(),
+            );
+        }
+    }
+    Ok(out)
+}
+
+fn resolve_static(
+    raw: RawStaticFile,
+    path: &Path,
+    env: &dyn EnvSource,
+) -> Result<StaticProvider, Vec<ConfigProblem>> {
+    let mut problems = Vec::new();
+    let provider = sanitize_name(&raw.provider);
+    if provider.is_empty() {
+        problems.push(problem(
+            path,
+            "provider".into(),
+            "`provider` must not be empty".into(),
+            None,
+        ));
+    }
+    let command = expand(&raw.bridge.command, env)
+        .map_err(|e| problems.push(problem(path, "bridge.command".into(), e, None)));
+    let args: Vec<String> = raw
+        .bridge
+        .args
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| {
+            expand(a, env)
+                .map_err(|e| problems.push(problem(path, format!("bridge.args[{i}]"), e, None)))
+                .ok()
+        })
+        .collect();
+    let mut tools = Vec::new();
+    for (i, t) in raw.tools.into_iter().enumerate() {
+        if t.name.is_empty() {
+            problems.push(problem(
+                path,
+                format!("tools[{i}].name"),
+                "a tool needs a name".into(),
+                None,
+            ));
+            continue;
+        }
+        let schema = t
+            .input_schema
+            .unwrap_or_else(axp_protocol::tool::empty_object_schema);
+        if !schema.is_object() {
+            problems.push(problem(
+                path,
+                format!("tools[{i}].inputSchema"),
+                "`inputSchema` must be a JSON Schema object".into(),
+                None,
+            ));
+            continue;
+        }
+        tools.push(ToolSpec::new(t.name, t.description, schema));
+    }
+    match (problems.is_empty(), command) {
+        (true, Ok(command)) => Ok(StaticProvider {
+            provider,
+            command,
+            args,
+            tools,
+            timeout_s: raw.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S),
+            prefix: raw.prefix.unwrap_or_default(),
+            sandbox: raw.sandbox.unwrap_or_default(),
+            source: path.to_path_buf(),
+        }),
+        _ => Err(problems),
+    }
+}
+
+/// The one-tool static form given by `--mcp-provider --mcp-tool --mcp-desc --mcp-bridge`.
+pub fn from_flags(
+    provider: Option<&str>,
+    tool: Option<&str>,
+    desc: Option<&str>,
+    bridge: Option<&str>,
+) -> Result<Option<StaticProvider>, String> {
+    let given = [
+        ("--mcp-provider", provider),
+        ("--mcp-tool", tool),
+        ("--mcp-desc", desc),
+        ("--mcp-bridge", bridge),
+    ];
+    let missing: Vec<&str> = given
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(n, _)| *n)
+        .collect();
+    if missing.len() == given.len() {
+        return Ok(None);
+    }
+    if !missing.is_empty() {
+        return Err(format!(
+            "the static tool flags go together: missing {} (all of --mcp-provider, --mcp-tool, --mcp-desc and --mcp-bridge are needed)",
+            missing.join(", ")
+        ));
+    }
+    let (Some(p), Some(t), Some(d), Some(b)) = (provider, tool, desc, bridge) else {
+        return Ok(None);
+    };
+    let mut parts = b.split_whitespace().map(str::to_string);
+    let command = parts.next().ok_or("--mcp-bridge must name a command")?;
+    Ok(Some(StaticProvider {
+        provider: sanitize_name(p),
+        command,
+        args: parts.collect(),
+        tools: vec![ToolSpec::new(
+            t,
+            d,
+            axp_protocol::tool::empty_object_schema(),
+        )],
+        timeout_s: DEFAULT_TIMEOUT_S,
+        prefix: PrefixMode::Always,
+        sandbox: SandboxBlock::default(),
+        source: PathBuf::from("<command line>"),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> BTreeMap<String, String> {
+        [("TOKEN".to_string(), "s3cret".to_string())]
+            .into_iter()
+            .collect()
+    }
+
+    fn p(text: &str) -> Result<Fleet, ConfigError> {
+        parse(text, Path::new("fleet.json"), &env())
+    }
+
+    #[test]
+    fn claude_desktop_form() {
+        let f = p(r#"{"mcpServers": {
+            "time": {"command": "uvx", "args": ["mcp-server-time"]},
+            "gh": {"type": "http", "url": "https://api.example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+            "off": {"command": "x", "disabled": true}
+          }, "globalShortcut": "Ctrl+Space"}"#)
+        .unwrap();
+        assert_eq!(f.servers.len(), 2);
+        assert_eq!(f.disabled, vec!["off"]);
+        let gh = f.servers.iter().find(|s| s.name == "gh").unwrap();
+        match &gh.transport {
+            Transport::Http { headers, .. } => {
+                assert_eq!(headers["Authorization"], "Bearer s3cret")
+            }
+            t => panic!("wrong transport {t:?}"),
+        }
+        assert_eq!(f.warnings.len(), 1);
+    }
+
+    #[test]
+    fn vscode_form_with_comments() {
+        let f = p("{\n // my servers\n \"servers\": {\"t\": {\"type\": \"stdio\", \"command\": \"mcp-server-time\"}}}").unwrap();
+        assert_eq!(f.servers[0].name, "t");
+        let f = p(r#"{"mcp": {"servers": {"t": {"command": "x"}}}}"#).unwrap();
+        assert_eq!(f.servers.len(), 1);
+    }
+
+    #[test]
+    fn typo_names_line_column_and_nearest_key() {
+        let err =
+            p("{\"mcpServers\": {\n  \"time\": {\n    \"comand\": \"x\"\n  }\n}}").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("fleet.json:3:"), "{msg}");
+        assert!(msg.contains("unknown field `comand`"), "{msg}");
+        assert!(msg.contains("did you mean `command`?"), "{msg}");
+        assert!(msg.contains("mcpServers.time"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_is_located() {
+        let err =
+            p("{\"mcpServers\": {\"t\": {\"command\": \"x\", \"args\": \"-y\"}}}").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("fleet.json:1:"), "{msg}");
+        assert!(msg.contains("invalid type"), "{msg}");
+        assert!(msg.contains("mcpServers.t.args"), "{msg}");
+    }
+
+    #[test]
+    fn semantic_problems_are_collected() {
+        let err = p(r#"{"mcpServers": {"a": {}, "b": {"command": "x", "url": "http://y"}, "c": {"command": "${MISSING}"}}}"#)
+            .unwrap_err();
+        assert_eq!(err.problems.len(), 3, "{err}");
+        assert!(err.to_string().contains("`MISSING` is not set"));
+    }
+
+    #[test]
+    fn static_form() {
+        let f = p(r#"{"provider": "weather", "bridge": {"command": "python3", "args": ["bridge.py"]},
+                      "tools": [{"name": "forecast", "description": "Get a forecast", "inputSchema": {"type": "object"}}]}"#)
+        .unwrap();
+        assert_eq!(f.statics[0].tools[0].name, "forecast");
+        assert!(
+            p(r#"{"provider": "w", "bridge": {"command": "x"}, "tools": [], "toolz": 1}"#).is_err()
+        );
+    }
+
+    #[test]
+    fn flags_need_all_four() {
+        assert!(from_flags(None, None, None, None).unwrap().is_none());
+        let e = from_flags(Some("p"), Some("t"), None, None).unwrap_err();
+        assert!(
+            e.contains("--mcp-desc") && e.contains("--mcp-bridge"),
+            "{e}"
+        );
+        let s = from_flags(Some("p"), Some("t"), Some("d"), Some("python3 b.py"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.command, "python3");
+        assert_eq!(s.args, vec!["b.py"]);
+    }
+
+    #[test]
+    fn unknown_shape() {
+        let e = p(r#"{"mcpServer": {}}"#).unwrap_err().to_string();
+        assert!(e.contains("did you mean `mcpServers`?"), "{e}");
+    }
+}

@@ -1,0 +1,166 @@
+//! `axp.toml`: the operator's settings (listen address, state dir, workspace, default session
+//! profile, sandbox defaults, declared CLI tools, lint policy). Raw serde structs refuse unknown
+//! keys; [`load`] turns toml's byte spans into line and column and adds the nearest valid key.
+//! Knobs that weaken security carry a `dangerously_` prefix.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{ConfigError, ConfigProblem, line_col, unknown_field_hint};
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub listen: Option<String>,
+    pub state_dir: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
+    #[serde(default)]
+    pub mcp_config: Vec<PathBuf>,
+    #[serde(default)]
+    pub sandbox: SandboxSettings,
+    #[serde(default)]
+    pub session: SessionSettings,
+    #[serde(default)]
+    pub serve: ServeSettings,
+    #[serde(default)]
+    pub cli: Vec<CliProviderSettings>,
+    /// Passed to the lint crate, which validates it.
+    pub lint: Option<toml::Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSettings {
+    /// `kernel-lsm` (default) or `dev-none` (needs `dangerously_allow_dev_none`).
+    pub default_tier: Option<String>,
+    #[serde(default)]
+    pub dangerously_allow_dev_none: bool,
+    /// Extra read-only paths every sandbox sees (interpreters installed outside /usr).
+    #[serde(default)]
+    pub extra_read: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionSettings {
+    /// The default profile: what `initialize` (and a `session.open` that asks for nothing) gets,
+    /// and the ceiling of what any session may ask for.
+    pub capabilities: Option<Vec<String>>,
+    pub ttl_s: Option<u64>,
+    pub max_ttl_s: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeSettings {
+    /// Catalogs up to this size are listed in full by `tools/list`; larger ones get meta-tools.
+    pub inline_tools_max: Option<usize>,
+    pub max_body_bytes: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CliProviderSettings {
+    pub provider: String,
+    #[serde(default)]
+    pub tools: Vec<CliToolSettings>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CliToolSettings {
+    pub name: String,
+    pub description: String,
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub input_schema: Option<toml::Value>,
+    pub timeout_s: Option<u64>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+impl CliToolSettings {
+    pub fn schema_json(&self) -> Value {
+        match &self.input_schema {
+            Some(v) => serde_json::to_value(v).unwrap_or(Value::Null),
+            None => axp_protocol::tool::empty_object_schema(),
+        }
+    }
+}
+
+/// Reads `axp.toml`.
+pub fn load(path: &Path) -> Result<Settings, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::one(path, format!("cannot read settings: {e}")))?;
+    parse(&text, path)
+}
+
+pub fn parse(text: &str, path: &Path) -> Result<Settings, ConfigError> {
+    toml::from_str::<Settings>(text).map_err(|e| {
+        let (line, column) = match e.span() {
+            Some(span) => {
+                let (l, c) = line_col(text, span.start);
+                (Some(l), Some(c))
+            }
+            None => (None, None),
+        };
+        let message = e.message().trim().to_string();
+        ConfigError {
+            problems: vec![ConfigProblem {
+                file: path.to_path_buf(),
+                line,
+                column,
+                path: None,
+                hint: unknown_field_hint(&message),
+                message,
+            }],
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_example_parses() {
+        let s = parse(
+            r#"
+listen = "127.0.0.1:9000"
+mcp_config = ["fleet.json"]
+[sandbox]
+default_tier = "kernel-lsm"
+[session]
+capabilities = ["tool(*)", "proc.spawn"]
+[[cli]]
+provider = "git"
+[[cli.tools]]
+name = "status"
+description = "Show the working tree status of the workspace repository."
+argv = ["git", "status", "--short"]
+input_schema = { type = "object", properties = {} }
+[lint]
+ignore = ["AXP010"]
+"#,
+            Path::new("axp.toml"),
+        )
+        .unwrap();
+        assert_eq!(s.listen.as_deref(), Some("127.0.0.1:9000"));
+        assert_eq!(s.cli[0].tools[0].schema_json()["type"], "object");
+    }
+
+    #[test]
+    fn typo_is_located_with_hint() {
+        let e = parse(
+            "listen = \"x\"\n[sandbox]\ndefault_teir = \"dev-none\"\n",
+            Path::new("axp.toml"),
+        )
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("axp.toml:3:1:"), "{msg}");
+        assert!(msg.contains("did you mean `default_tier`?"), "{msg}");
+    }
+}

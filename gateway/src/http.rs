@@ -1,0 +1,382 @@
+//! Streamable HTTP transport (DESIGN §5) on axum: `POST /axp` (alias `/mcp`) answers with JSON or,
+//! when the client accepts it and the method streams, with SSE whose event ids are resumable
+//! cursors (`<job_id>:<seq>`); `GET /axp` with `Last-Event-ID` resumes after a cursor, and
+//! without it opens the server-to-client notification stream; `DELETE /axp` ends the session.
+//! Also `/healthz` and `/metrics`. This file frames bytes and maps HTTP to the dispatcher; it
+//! decides nothing about policy.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axp_protocol::jsonrpc::{Id, Incoming, Response, parse_incoming};
+use axp_protocol::methods::JobEventKind;
+use axp_protocol::{ErrorCode, RpcError};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response as HttpResponse};
+use axum::routing::get;
+use futures::Stream;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use crate::dispatch::{Ctx, Gateway, Push};
+
+pub const SESSION_HEADER: &str = "mcp-session-id";
+pub const CAP_HEADER: &str = "axp-capability";
+
+#[derive(Clone)]
+struct AppState {
+    gw: Arc<Gateway>,
+    max_body: usize,
+}
+
+pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
+    let state = AppState { gw, max_body };
+    Router::new()
+        .route("/axp", get(get_stream).post(post).delete(delete))
+        .route("/mcp", get(get_stream).post(post).delete(delete))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+fn ctx_from(headers: &HeaderMap) -> Ctx {
+    let h = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    Ctx {
+        session_id: h(SESSION_HEADER),
+        token: h(CAP_HEADER),
+        ..Ctx::default()
+    }
+}
+
+/// DNS-rebinding protection the MCP spec asks of local servers: a browser page from another
+/// origin must not drive the gateway. Requests without `Origin` (non-browser clients) pass.
+fn origin_allowed(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let host = origin
+        .split("://")
+        .nth(1)
+        .unwrap_or("")
+        .split(['/', ':'])
+        .next()
+        .unwrap_or("");
+    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+fn json_response(
+    status: StatusCode,
+    body: &impl serde::Serialize,
+    session: Option<String>,
+) -> HttpResponse {
+    let mut resp = (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::to_vec(body).unwrap_or_default(),
+    )
+        .into_response();
+    if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
+        resp.headers_mut().insert(SESSION_HEADER, s);
+    }
+    resp
+}
+
+fn rpc_error(status: StatusCode, err: RpcError) -> HttpResponse {
+    json_response(status, &Response::err(Id::Null, err), None)
+}
+
+async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> HttpResponse {
+    if !origin_allowed(&headers) {
+        return rpc_error(
+            StatusCode::FORBIDDEN,
+            RpcError::new(
+                ErrorCode::Unauthorized,
+                "requests from this Origin are not allowed",
+            ),
+        );
+    }
+    let bytes: Bytes = match axum::body::to_bytes(body, st.max_body).await {
+        Ok(b) => b,
+        Err(_) => {
+            return rpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                RpcError::new(
+                    ErrorCode::LimitExceeded,
+                    format!("the request body is larger than {} bytes", st.max_body),
+                )
+                .with_data("limit", st.max_body),
+            );
+        }
+    };
+    let msg = match parse_incoming(&bytes) {
+        Ok(m) => m,
+        Err(resp) => return json_response(StatusCode::BAD_REQUEST, &resp, None),
+    };
+    let ctx = ctx_from(&headers);
+    let Incoming::Request(req) = msg else {
+        st.gw.handle(msg, &ctx).await;
+        return StatusCode::ACCEPTED.into_response();
+    };
+    let accepts_sse = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/event-stream"));
+    let streams = match req.method.as_str() {
+        "tools/call" => req
+            .params
+            .as_ref()
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get("progressToken"))
+            .is_some(),
+        "job.attach" => true,
+        _ => false,
+    };
+    if !(accepts_sse && streams) {
+        let resp = st.gw.handle(Incoming::Request(req), &ctx).await;
+        let session = ctx.opened_session();
+        return json_response(StatusCode::OK, &resp, session);
+    }
+    if req.method == "job.attach" {
+        return attach_stream(st.gw.clone(), ctx, req).await;
+    }
+    // A streaming tools/call: progress notifications, then the response, on one SSE stream.
+    let (tx, rx) = mpsc::unbounded_channel::<Push>();
+    let ctx = Ctx {
+        push: Some(tx.clone()),
+        ..ctx
+    };
+    let gw = st.gw.clone();
+    tokio::spawn(async move {
+        let id = req.id.clone();
+        let resp = gw
+            .handle(Incoming::Request(req), &ctx)
+            .await
+            .unwrap_or_else(|| Response::err(id, RpcError::internal("no response")));
+        let _ = tx.send(Push {
+            event_id: None,
+            message: serde_json::to_value(resp).unwrap_or_default(),
+        });
+    });
+    sse(UnboundedReceiverStream::new(rx))
+}
+
+fn sse(stream: impl Stream<Item = Push> + Send + 'static) -> HttpResponse {
+    let events = stream.map(|p| {
+        let mut e = Event::default().data(p.message.to_string());
+        if let Some(id) = p.event_id {
+            e = e.id(id);
+        }
+        Ok::<_, Infallible>(e)
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// Streams a job's events as `job.event` notifications (ids `<job>:<seq>`), then the final
+/// `job.attach` response once the job has ended.
+async fn attach_stream(gw: Arc<Gateway>, ctx: Ctx, req: axp_protocol::Request) -> HttpResponse {
+    let p = req.params.clone().unwrap_or(Value::Null);
+    let prepared = (|| {
+        let job_id = p
+            .get("job_id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("`job_id` is required"))?;
+        let from = p.get("from_seq").and_then(Value::as_u64).unwrap_or(0);
+        let session_id = p
+            .get("session_id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or(ctx.session_id.clone());
+        let token = p
+            .get("cap_token")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or(ctx.token.clone());
+        let s = gw
+            .sessions
+            .authenticate(session_id.as_deref().unwrap_or(""), token.as_deref())?;
+        Ok::<_, RpcError>((gw.jobs.get(&s.id, job_id)?, from))
+    })();
+    let (job, from) = match prepared {
+        Ok(x) => x,
+        Err(e) => return json_response(StatusCode::OK, &Response::err(req.id, e), None),
+    };
+    let (tx, rx) = mpsc::unbounded_channel::<Push>();
+    tokio::spawn(async move {
+        let next = replay(&gw, &job, from, &tx, false).await;
+        let resp = Response::ok(req.id, json!({"next_seq": next, "done": true}));
+        let _ = tx.send(Push {
+            event_id: None,
+            message: serde_json::to_value(resp).unwrap_or_default(),
+        });
+    });
+    sse(UnboundedReceiverStream::new(rx))
+}
+
+/// Sends every event of `job` from `from` until its exit; returns the next seq. With
+/// `progress_only`, only progress events are sent, as MCP progress notifications.
+async fn replay(
+    gw: &Gateway,
+    job: &axp_store::JobRecord,
+    from: u64,
+    tx: &mpsc::UnboundedSender<Push>,
+    progress_only: bool,
+) -> u64 {
+    let token = job.spec.get("progress_token").cloned();
+    let mut seq = from;
+    loop {
+        let Ok(batch) = gw
+            .jobs
+            .attach(job, seq, Duration::from_secs(15), 1000)
+            .await
+        else {
+            return seq;
+        };
+        for e in &batch.events {
+            let id = Some(format!("{}:{}", job.id, e.seq));
+            let message = if progress_only {
+                match (&e.kind, &token) {
+                    (
+                        JobEventKind::Progress {
+                            progress,
+                            total,
+                            message,
+                        },
+                        Some(t),
+                    ) => json!({
+                        "jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": t, "progress": progress, "total": total, "message": message}
+                    }),
+                    _ => continue,
+                }
+            } else {
+                json!({"jsonrpc": "2.0", "method": "job.event", "params": e})
+            };
+            if tx
+                .send(Push {
+                    event_id: id,
+                    message,
+                })
+                .is_err()
+            {
+                return seq;
+            }
+        }
+        seq = batch.next_seq;
+        if batch.done {
+            return seq;
+        }
+    }
+}
+
+async fn get_stream(State(st): State<AppState>, headers: HeaderMap) -> HttpResponse {
+    if !origin_allowed(&headers) {
+        return StatusCode::FORBIDDEN.into_response();
+    }
+    let ctx = ctx_from(&headers);
+    let session = match st.gw.resume_session(&ctx) {
+        Ok(s) => s,
+        Err(e) => return rpc_error(StatusCode::NOT_FOUND, e),
+    };
+    let last = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if let Some(cursor) = last {
+        let Some((job_id, seq)) = cursor
+            .rsplit_once(':')
+            .and_then(|(j, s)| s.parse::<u64>().ok().map(|s| (j.to_string(), s)))
+        else {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                RpcError::invalid_params(format!(
+                    "`{cursor}` is not an event id this gateway issued"
+                )),
+            );
+        };
+        let job = match st.gw.jobs.get(&session.id, &job_id) {
+            Ok(j) => j,
+            Err(e) => return rpc_error(StatusCode::NOT_FOUND, e),
+        };
+        let (tx, rx) = mpsc::unbounded_channel::<Push>();
+        let gw = st.gw.clone();
+        tokio::spawn(async move {
+            let from_mcp = job.spec.get("origin").and_then(Value::as_str) == Some("mcp");
+            replay(&gw, &job, seq + 1, &tx, from_mcp).await;
+            if from_mcp {
+                if let Some(resp) = gw.final_response(&job).await {
+                    let _ = tx.send(Push {
+                        event_id: None,
+                        message: serde_json::to_value(resp).unwrap_or_default(),
+                    });
+                }
+            }
+        });
+        return sse(UnboundedReceiverStream::new(rx));
+    }
+    // The standing notification stream (list_changed) for this session.
+    let rx = st.gw.notify.subscribe();
+    let stream = tokio_stream::wrappers::BroadcastStream::new(rx)
+        .filter_map(|m| m.ok())
+        .map(|message| Push {
+            event_id: None,
+            message,
+        });
+    sse(stream)
+}
+
+async fn delete(State(st): State<AppState>, headers: HeaderMap) -> HttpResponse {
+    let ctx = ctx_from(&headers);
+    match st
+        .gw
+        .resume_session(&ctx)
+        .and_then(|s| st.gw.sessions.close(&s.id))
+    {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => rpc_error(StatusCode::NOT_FOUND, e),
+    }
+}
+
+async fn healthz(State(st): State<AppState>) -> HttpResponse {
+    let providers: Vec<Value> = st
+        .gw
+        .registry
+        .providers()
+        .into_iter()
+        .map(|(id, kind, up, reason, tools)| json!({"id": id.0, "kind": kind, "available": up, "reason": reason, "tools": tools}))
+        .collect();
+    json_response(
+        StatusCode::OK,
+        &json!({"status": "ok", "providers": providers, "tools": st.gw.registry.len()}),
+        None,
+    )
+}
+
+async fn metrics(State(st): State<AppState>) -> HttpResponse {
+    let providers: Vec<(String, bool, usize)> = st
+        .gw
+        .registry
+        .providers()
+        .into_iter()
+        .map(|(id, _, up, _, n)| (id.0, up, n))
+        .collect();
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        st.gw.metrics.render(&providers),
+    )
+        .into_response()
+}

@@ -1,0 +1,663 @@
+//! Jobs (DESIGN §5): every tool call and command runs as a job whose events are appended to a
+//! durable log *before* anyone is told about them, so a client can reattach from any `seq` after
+//! a disconnect or a gateway restart and get every event after it. A job's life never depends on
+//! a connection: it belongs to its session, and only `job.cancel`, its timeout or its own end
+//! stops it. This module runs jobs and answers job queries; it does not check capabilities
+//! (the dispatcher does, before it calls in).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axp_protocol::methods::{JobEvent, JobEventKind, JobState};
+use axp_protocol::{ErrorCode, RpcError, ToolCall, ToolOutput};
+use axp_providers::{CancellationToken, EventSink, Launcher, ProcessSpec, ProviderError};
+use axp_store::{Created, JobLog, JobRecord, Store};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, watch};
+
+use crate::registry::Resolved;
+use crate::util::{Utf8Chunker, internal, now_ms};
+
+/// What a job runs.
+pub enum Work {
+    Tool {
+        resolved: Resolved,
+        arguments: serde_json::Map<String, Value>,
+    },
+    Command {
+        spec: ProcessSpec,
+        launcher: Arc<dyn Launcher>,
+    },
+}
+
+/// A running job's handles. Dropped when the job ends.
+struct Live {
+    /// The next seq to be written; watchers wake on every append.
+    next_seq: watch::Sender<u64>,
+    cancel: CancellationToken,
+    stdin: Mutex<Option<mpsc::Sender<Option<Vec<u8>>>>>,
+    pid: Mutex<Option<u32>>,
+    timed_out: std::sync::atomic::AtomicBool,
+}
+
+impl Live {
+    fn stop_reason(&self) -> &'static str {
+        if self.timed_out.load(std::sync::atomic::Ordering::SeqCst) {
+            "timeout"
+        } else {
+            "cancel"
+        }
+    }
+}
+
+/// The sink providers write into: append to the durable log, then wake watchers.
+struct LogSink {
+    log: JobLog,
+    live: Arc<Live>,
+    job_id: String,
+}
+
+impl EventSink for LogSink {
+    fn emit(&self, event: JobEventKind) {
+        match self.log.append(event) {
+            Ok(ev) => {
+                self.live.next_seq.send_replace(ev.seq + 1);
+            }
+            // The log is the source of truth; if it cannot be written the event cannot be
+            // promised to anyone, so it is dropped loudly rather than sent undurably.
+            Err(e) => {
+                tracing::error!(job = %self.job_id, error = %e, "cannot append to the job log")
+            }
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Jobs {
+    store: Store,
+    live: Arc<Mutex<HashMap<String, Arc<Live>>>>,
+    metrics: Arc<crate::metrics::Metrics>,
+}
+
+/// What `job.attach` returns to a non-streaming client.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AttachBatch {
+    pub events: Vec<JobEvent>,
+    pub next_seq: u64,
+    pub done: bool,
+}
+
+const MAX_ATTACH_BATCH: usize = 1000;
+
+impl Jobs {
+    pub fn new(store: Store, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        Self {
+            store,
+            live: Arc::default(),
+            metrics,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Creates and starts a job, or returns the existing one for the same idempotency key.
+    pub fn start(
+        &self,
+        session_id: &str,
+        kind: &str,
+        spec: Value,
+        idempotency_key: Option<String>,
+        timeout: Option<Duration>,
+        work: Work,
+    ) -> Result<(JobRecord, bool), RpcError> {
+        let id = format!("j_{}", uuid::Uuid::new_v4().simple());
+        let rec = JobRecord {
+            id: id.clone(),
+            session_id: session_id.to_string(),
+            kind: kind.to_string(),
+            spec,
+            state: JobState::Running,
+            exit_code: None,
+            signal: None,
+            error: None,
+            created_ms: now_ms(),
+            ended_ms: None,
+            idempotency_key,
+        };
+        match self
+            .store
+            .create_job(&rec)
+            .map_err(|e| internal("recording a job", e))?
+        {
+            Created::Existing(existing) => return Ok((existing, false)),
+            Created::New => {}
+        }
+        let log = self
+            .store
+            .log(&id)
+            .map_err(|e| internal("opening a job log", e))?;
+        let (tx, _) = watch::channel(0u64);
+        let live = Arc::new(Live {
+            next_seq: tx,
+            cancel: CancellationToken::new(),
+            stdin: Mutex::new(None),
+            pid: Mutex::new(None),
+            timed_out: std::sync::atomic::AtomicBool::new(false),
+        });
+        lock(&self.live).insert(id.clone(), live.clone());
+        self.metrics.jobs_started.inc();
+        self.metrics.jobs_running.add(1);
+        let sink = Arc::new(LogSink {
+            log,
+            live: live.clone(),
+            job_id: id.clone(),
+        });
+        let this = self.clone();
+        let job_id = id.clone();
+        tokio::spawn(async move {
+            let cancel = live.cancel.clone();
+            if let Some(t) = timeout {
+                let c = cancel.clone();
+                let timed_out = live.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::time::sleep(t) => {
+                            timed_out.timed_out.store(true, std::sync::atomic::Ordering::SeqCst);
+                            c.cancel();
+                        }
+                        _ = c.cancelled() => {}
+                    }
+                });
+            }
+            let exit = match work {
+                Work::Tool {
+                    resolved,
+                    arguments,
+                } => {
+                    run_tool(
+                        resolved,
+                        arguments,
+                        &job_id,
+                        sink.clone(),
+                        live.clone(),
+                        cancel,
+                    )
+                    .await
+                }
+                Work::Command { spec, launcher } => {
+                    run_command(spec, launcher, sink.clone(), live.clone(), cancel).await
+                }
+            };
+            this.finish(&job_id, &sink, exit);
+        });
+        Ok((rec, true))
+    }
+
+    fn finish(&self, job_id: &str, sink: &LogSink, exit: JobEventKind) {
+        if let JobEventKind::Exit {
+            state,
+            code,
+            signal,
+            error,
+        } = &exit
+        {
+            sink.emit(exit.clone());
+            if let Err(e) = self.store.set_job_state(
+                job_id,
+                *state,
+                *code,
+                signal.clone(),
+                error.clone(),
+                Some(now_ms()),
+            ) {
+                tracing::error!(job = job_id, error = %e, "cannot record the job's end");
+            }
+        }
+        if let Err(e) = sink.log.sync() {
+            tracing::error!(job = job_id, error = %e, "cannot sync the job log");
+        }
+        lock(&self.live).remove(job_id);
+        self.metrics.jobs_running.add(-1);
+    }
+
+    /// Looks a job up and checks it belongs to `session_id`.
+    pub fn get(&self, session_id: &str, job_id: &str) -> Result<JobRecord, RpcError> {
+        match self
+            .store
+            .get_job(job_id)
+            .map_err(|e| internal("reading a job", e))?
+        {
+            Some(j) if j.session_id == session_id => Ok(j),
+            _ => Err(RpcError::new(
+                ErrorCode::UnknownJob,
+                format!("no job `{job_id}` in this session"),
+            )),
+        }
+    }
+
+    pub fn list(&self, session_id: &str) -> Result<Vec<JobRecord>, RpcError> {
+        self.store
+            .list_jobs(session_id)
+            .map_err(|e| internal("listing jobs", e))
+    }
+
+    /// The next seq this job will write (its log length).
+    pub fn next_seq(&self, job_id: &str) -> u64 {
+        if let Some(l) = lock(&self.live).get(job_id) {
+            return *l.next_seq.borrow();
+        }
+        self.store.log(job_id).map(|l| l.next_seq()).unwrap_or(0)
+    }
+
+    /// Events from `from_seq`, waiting up to `wait` for the first one if there is none yet.
+    pub async fn attach(
+        &self,
+        job: &JobRecord,
+        from_seq: u64,
+        wait: Duration,
+        limit: usize,
+    ) -> Result<AttachBatch, RpcError> {
+        let limit = limit.clamp(1, MAX_ATTACH_BATCH);
+        let mut events = self.read(&job.id, from_seq, limit).await?;
+        if events.is_empty() && !wait.is_zero() {
+            let rx = lock(&self.live)
+                .get(&job.id)
+                .map(|l| l.next_seq.subscribe());
+            if let Some(mut rx) = rx {
+                let _ = tokio::time::timeout(wait, rx.wait_for(|n| *n > from_seq)).await;
+                events = self.read(&job.id, from_seq, limit).await?;
+            }
+        }
+        let next_seq = events.last().map_or(from_seq, |e| e.seq + 1);
+        let done = events
+            .iter()
+            .any(|e| matches!(e.kind, JobEventKind::Exit { .. }))
+            || (!self.is_live(&job.id)
+                && next_seq >= self.next_seq(&job.id)
+                && self.is_terminal(&job.id));
+        Ok(AttachBatch {
+            events,
+            next_seq,
+            done,
+        })
+    }
+
+    /// Waits until the job has written past `seq` or ended; `false` if it is not live.
+    pub async fn wait_past(&self, job_id: &str, seq: u64) -> bool {
+        let rx = lock(&self.live).get(job_id).map(|l| l.next_seq.subscribe());
+        match rx {
+            Some(mut rx) => rx.wait_for(|n| *n > seq).await.is_ok(),
+            None => false,
+        }
+    }
+
+    async fn read(
+        &self,
+        job_id: &str,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<JobEvent>, RpcError> {
+        let store = self.store.clone();
+        let id = job_id.to_string();
+        tokio::task::spawn_blocking(move || store.read_log(&id, from_seq, limit))
+            .await
+            .map_err(|e| internal("reading a job log", e))?
+            .map_err(|e| internal("reading a job log", e))
+    }
+
+    pub fn is_live(&self, job_id: &str) -> bool {
+        lock(&self.live).contains_key(job_id)
+    }
+
+    fn is_terminal(&self, job_id: &str) -> bool {
+        self.store
+            .get_job(job_id)
+            .ok()
+            .flatten()
+            .is_none_or(|j| j.state.is_terminal())
+    }
+
+    pub fn cancel(&self, job_id: &str) -> bool {
+        match lock(&self.live).get(job_id) {
+            Some(l) => {
+                l.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sends a signal to a command job's process group.
+    pub fn signal(&self, job_id: &str, signal: &str) -> Result<(), RpcError> {
+        let sig = parse_signal(signal)?;
+        let pid = lock(&self.live).get(job_id).and_then(|l| *lock(&l.pid));
+        let Some(pid) = pid else {
+            return Err(RpcError::invalid_params(
+                "the job has no running process to signal (not a command job, or it ended)",
+            ));
+        };
+        let pgid = nix::unistd::Pid::from_raw(-(pid as i32));
+        nix::sys::signal::kill(pgid, sig).map_err(|e| internal("signalling a job", e))
+    }
+
+    /// Writes to a command job's stdin; `eof` closes it.
+    pub async fn write(&self, job_id: &str, data: Vec<u8>, eof: bool) -> Result<(), RpcError> {
+        let tx = lock(&self.live)
+            .get(job_id)
+            .and_then(|l| lock(&l.stdin).clone());
+        let Some(tx) = tx else {
+            return Err(RpcError::invalid_params(
+                "the job has no open stdin (not a command job, or it ended)",
+            ));
+        };
+        if !data.is_empty() {
+            tx.send(Some(data))
+                .await
+                .map_err(|_| RpcError::invalid_params("the job's stdin is closed"))?;
+        }
+        if eof {
+            let _ = tx.send(None).await;
+        }
+        Ok(())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn parse_signal(s: &str) -> Result<nix::sys::signal::Signal, RpcError> {
+    use nix::sys::signal::Signal::*;
+    let name = s.trim().to_ascii_uppercase();
+    let name = name.strip_prefix("SIG").unwrap_or(&name);
+    Ok(match name {
+        "INT" => SIGINT,
+        "TERM" => SIGTERM,
+        "KILL" => SIGKILL,
+        "HUP" => SIGHUP,
+        "QUIT" => SIGQUIT,
+        "USR1" => SIGUSR1,
+        "USR2" => SIGUSR2,
+        "STOP" => SIGSTOP,
+        "CONT" => SIGCONT,
+        "WINCH" => SIGWINCH,
+        _ => {
+            return Err(RpcError::invalid_params(format!(
+                "unknown signal `{s}` (INT, TERM, KILL, HUP, QUIT, USR1, USR2, STOP, CONT, WINCH)"
+            )));
+        }
+    })
+}
+
+/// The JSON-RPC error a provider failure becomes.
+pub fn provider_error_to_rpc(e: &ProviderError) -> RpcError {
+    match e {
+        ProviderError::Unavailable { provider, reason } => RpcError::new(
+            ErrorCode::ProviderUnavailable,
+            format!(
+                "provider `{provider}` is unavailable: {reason}; it is being restarted, retry shortly"
+            ),
+        ),
+        ProviderError::Timeout { tool, secs } => RpcError::new(
+            ErrorCode::ProviderUnavailable,
+            format!("`{tool}` did not answer within {secs}s"),
+        ),
+        ProviderError::Cancelled => {
+            RpcError::new(ErrorCode::InternalError, "the call was cancelled")
+        }
+        ProviderError::UnknownTool(t) => RpcError::new(
+            ErrorCode::UnknownTool,
+            format!("the provider has no tool `{t}` any more"),
+        ),
+        ProviderError::InvalidArguments(r) => RpcError::invalid_params(r.clone()),
+        ProviderError::Upstream(e) => e.clone(),
+        ProviderError::Config(r) => RpcError::new(
+            ErrorCode::ProviderUnavailable,
+            format!("the provider is misconfigured: {r}"),
+        ),
+        ProviderError::Io { context, .. } => {
+            tracing::error!(error = %e, "provider I/O failure");
+            RpcError::new(
+                ErrorCode::ProviderUnavailable,
+                format!("the provider failed: {context}"),
+            )
+        }
+    }
+}
+
+async fn run_tool(
+    resolved: Resolved,
+    arguments: serde_json::Map<String, Value>,
+    job_id: &str,
+    sink: Arc<LogSink>,
+    live: Arc<Live>,
+    cancel: CancellationToken,
+) -> JobEventKind {
+    let call = ToolCall {
+        tool: resolved.entry.spec.name.clone(),
+        arguments,
+        meta: Some(json!({"job_id": job_id})),
+    };
+    let result = resolved
+        .provider
+        .call(call, sink.clone(), cancel.clone())
+        .await;
+    match result {
+        Ok(output) => {
+            let is_error = output.is_error;
+            sink.emit(JobEventKind::Result { output });
+            JobEventKind::Exit {
+                state: JobState::Exited,
+                code: Some(i32::from(is_error)),
+                signal: None,
+                error: None,
+            }
+        }
+        Err(ProviderError::Cancelled) => JobEventKind::Exit {
+            state: JobState::Killed,
+            code: None,
+            signal: Some(live.stop_reason().into()),
+            error: None,
+        },
+        Err(e) => {
+            let rpc = provider_error_to_rpc(&e);
+            JobEventKind::Exit {
+                state: JobState::Failed,
+                code: None,
+                signal: None,
+                error: serde_json::to_value(rpc).ok(),
+            }
+        }
+    }
+}
+
+/// The most a job keeps in memory of its output: nothing. Output streams to the log in chunks
+/// of at most this many bytes.
+const CHUNK: usize = 16 * 1024;
+
+async fn run_command(
+    spec: ProcessSpec,
+    launcher: Arc<dyn Launcher>,
+    sink: Arc<LogSink>,
+    live: Arc<Live>,
+    cancel: CancellationToken,
+) -> JobEventKind {
+    let failed = |reason: String| JobEventKind::Exit {
+        state: JobState::Failed,
+        code: None,
+        signal: None,
+        error: serde_json::to_value(RpcError::new(ErrorCode::InvalidParams, reason)).ok(),
+    };
+    let mut cmd = match launcher.command(&spec) {
+        Ok(c) => c,
+        Err(e) => return failed(format!("cannot prepare the command: {e}")),
+    };
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return failed(format!("cannot start `{}`: {e}", spec.program)),
+    };
+    *lock(&live.pid) = child.id();
+    let (tx, mut rx) = mpsc::channel::<Option<Vec<u8>>>(16);
+    *lock(&live.stdin) = Some(tx);
+    if let Some(mut stdin) = child.stdin.take() {
+        tokio::spawn(async move {
+            while let Some(msg) = rx.recv().await {
+                match msg {
+                    Some(data) => {
+                        if stdin.write_all(&data).await.is_err() {
+                            break;
+                        }
+                        let _ = stdin.flush().await;
+                    }
+                    None => break,
+                }
+            }
+        });
+    }
+    let out = child
+        .stdout
+        .take()
+        .map(|r| tokio::spawn(pump(r, sink.clone(), false)));
+    let err = child
+        .stderr
+        .take()
+        .map(|r| tokio::spawn(pump(r, sink.clone(), true)));
+    let status = tokio::select! {
+        s = child.wait() => s,
+        _ = cancel.cancelled() => {
+            kill_group(child.id());
+            let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+            let _ = child.kill().await;
+            for h in [out, err].into_iter().flatten() { let _ = h.await; }
+            *lock(&live.stdin) = None;
+            return JobEventKind::Exit {
+                state: JobState::Killed,
+                code: None,
+                signal: Some(live.stop_reason().into()),
+                error: None,
+            };
+        }
+    };
+    // Drain the pipes fully before the exit event, so output always precedes it in the log.
+    for h in [out, err].into_iter().flatten() {
+        let _ = h.await;
+    }
+    *lock(&live.stdin) = None;
+    *lock(&live.pid) = None;
+    match status {
+        Ok(st) => {
+            use std::os::unix::process::ExitStatusExt;
+            match (st.code(), st.signal()) {
+                (Some(code), _) => JobEventKind::Exit {
+                    state: JobState::Exited,
+                    code: Some(code),
+                    signal: None,
+                    error: None,
+                },
+                (None, Some(sig)) => JobEventKind::Exit {
+                    state: JobState::Killed,
+                    code: None,
+                    signal: Some(
+                        nix::sys::signal::Signal::try_from(sig)
+                            .map_or(sig.to_string(), |s| s.to_string()),
+                    ),
+                    error: None,
+                },
+                (None, None) => failed("the process ended without a status".into()),
+            }
+        }
+        Err(e) => failed(format!("waiting for the process failed: {e}")),
+    }
+}
+
+fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid {
+        let pgid = nix::unistd::Pid::from_raw(-(pid as i32));
+        let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGTERM);
+        let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+async fn pump(mut r: impl tokio::io::AsyncRead + Unpin, sink: Arc<LogSink>, stderr: bool) {
+    let mut buf = vec![0u8; CHUNK];
+    let mut dec = Utf8Chunker::default();
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let data = dec.push(&buf[..n]);
+                if !data.is_empty() {
+                    sink.emit(if stderr {
+                        JobEventKind::Stderr { data }
+                    } else {
+                        JobEventKind::Stdout { data }
+                    });
+                }
+            }
+        }
+    }
+    let rest = dec.finish();
+    if !rest.is_empty() {
+        sink.emit(if stderr {
+            JobEventKind::Stderr { data: rest }
+        } else {
+            JobEventKind::Stdout { data: rest }
+        });
+    }
+}
+
+/// The final output of a finished job, read back from its log (for `tools/call` and `wait`).
+pub fn outcome(events: &[JobEvent]) -> Option<Result<ToolOutput, RpcError>> {
+    let mut result = None;
+    for e in events {
+        match &e.kind {
+            JobEventKind::Result { output } => result = Some(output.clone()),
+            JobEventKind::Exit {
+                state,
+                error,
+                code,
+                signal,
+            } => {
+                if let Some(err) = error
+                    .as_ref()
+                    .and_then(|v| serde_json::from_value::<RpcError>(v.clone()).ok())
+                {
+                    return Some(Err(err));
+                }
+                return Some(Ok(result.clone().unwrap_or_else(|| {
+                    let what = match (state, code, signal) {
+                        (_, Some(c), _) => format!("exited with code {c}"),
+                        (_, _, Some(s)) => format!("was stopped ({s})"),
+                        (s, _, _) => format!("ended: {}", s.as_str()),
+                    };
+                    ToolOutput {
+                        is_error: *code != Some(0),
+                        ..ToolOutput::text(format!("the job {what}"))
+                    }
+                })));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Expands `~`-free relative paths against the workspace.
+pub fn resolve_cwd(workspace: &std::path::Path, cwd: Option<&str>) -> PathBuf {
+    match cwd {
+        Some(c) if std::path::Path::new(c).is_absolute() => PathBuf::from(c),
+        Some(c) => workspace.join(c),
+        None => workspace.to_path_buf(),
+    }
+}

@@ -1,0 +1,258 @@
+//! Turns configuration into mounted providers: the embedded default (built-in file and command
+//! tools over the workspace, declared as CLI tools so they run sandboxed like any other), the MCP
+//! fleet, static bridge providers and `[[cli]]` tools from `axp.toml`. It builds each provider's
+//! process policy from its config block; it never widens what the config grants.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use axp_providers::bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOptions};
+use axp_providers::cli::{CliProvider, CliToolConfig};
+use axp_providers::mcp::{McpConfig, McpProvider, McpTransport, RestartPolicy};
+use axp_providers::{Launcher, ProcessPolicy, ProcessSpec, ProviderId};
+use serde_json::json;
+
+use crate::config::fleet::{Fleet, PrefixMode, SandboxBlock, Transport};
+use crate::config::settings::Settings;
+use crate::registry::Mount;
+
+/// The environment a provider process starts from: a fixed PATH and locale, plus the host
+/// variables its config names (`sandbox.env`), plus its own `env`. Nothing else leaks in.
+fn provider_env(block: &SandboxBlock, own: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = [
+        (
+            "PATH",
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+        ),
+        ("LANG", "C.UTF-8".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    if let Ok(home) = std::env::var("HOME") {
+        env.insert("HOME".into(), home);
+    }
+    for name in &block.env {
+        if let Ok(v) = std::env::var(name) {
+            env.insert(name.clone(), v);
+        }
+    }
+    env.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
+
+fn policy(block: &SandboxBlock, extra_read: &[PathBuf]) -> ProcessPolicy {
+    ProcessPolicy {
+        fs_read: block
+            .fs_read
+            .iter()
+            .map(PathBuf::from)
+            .chain(extra_read.iter().cloned())
+            .collect(),
+        fs_write: block.fs_write.iter().map(PathBuf::from).collect(),
+        net: block.net.clone(),
+    }
+}
+
+pub async fn fleet(
+    fleet: &Fleet,
+    settings: &Settings,
+    workspace: &Path,
+    launcher: Arc<dyn Launcher>,
+) -> Result<Vec<Mount>> {
+    let extra = &settings.sandbox.extra_read;
+    let mut mounts = Vec::new();
+    for s in &fleet.servers {
+        let transport = match &s.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                // The sandbox launcher adds the read-only paths the server's own code needs.
+                let pol = policy(&s.sandbox, extra);
+                McpTransport::Stdio(ProcessSpec {
+                    program: command.clone(),
+                    args: args.clone(),
+                    env: provider_env(&s.sandbox, env),
+                    cwd: cwd.clone().or_else(|| Some(workspace.to_path_buf())),
+                    policy: pol,
+                })
+            }
+            Transport::Http { url, headers, .. } => McpTransport::Http {
+                url: url.clone(),
+                headers: headers.clone(),
+            },
+        };
+        let mut cfg = McpConfig::new(ProviderId(s.name.clone()), transport);
+        cfg.timeout = Duration::from_secs(s.timeout_s);
+        cfg.restart = RestartPolicy::default();
+        let provider = McpProvider::start(cfg, launcher.clone()).await;
+        mounts.push(Mount {
+            provider,
+            kind: "mcp",
+            prefix: s.prefix,
+            approval_required: s.approval_required,
+        });
+    }
+    for st in &fleet.statics {
+        let pol = policy(&st.sandbox, extra);
+        let provider = Arc::new(
+            BridgeProvider::new(
+                BridgeConfig {
+                    provider: st.provider.clone(),
+                    bridge: BridgeCommand {
+                        command: st.command.clone(),
+                        args: st.args.clone(),
+                    },
+                    tools: st.tools.clone(),
+                },
+                ExecOptions {
+                    timeout: Duration::from_secs(st.timeout_s),
+                    env: provider_env(&st.sandbox, &BTreeMap::new()),
+                    cwd: Some(workspace.to_path_buf()),
+                    policy: pol,
+                },
+                launcher.clone(),
+            )
+            .with_context(|| {
+                format!(
+                    "static provider `{}` ({})",
+                    st.provider,
+                    st.source.display()
+                )
+            })?,
+        );
+        mounts.push(Mount {
+            provider,
+            kind: "bridge",
+            prefix: st.prefix,
+            approval_required: false,
+        });
+    }
+    for c in &settings.cli {
+        let tools = c
+            .tools
+            .iter()
+            .map(|t| CliToolConfig {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                argv: t.argv.clone(),
+                input_schema: t.schema_json(),
+                timeout: Duration::from_secs(t.timeout_s.unwrap_or(60)),
+                cwd: Some(workspace.to_path_buf()),
+                env: provider_env(&SandboxBlock::default(), &t.env),
+                policy: ProcessPolicy {
+                    fs_read: extra.clone(),
+                    fs_write: vec![workspace.to_path_buf()],
+                    net: Vec::new(),
+                },
+            })
+            .collect();
+        let provider = Arc::new(
+            CliProvider::new(ProviderId(c.provider.clone()), tools, launcher.clone())
+                .with_context(|| format!("[[cli]] provider `{}`", c.provider))?,
+        );
+        mounts.push(Mount {
+            provider,
+            kind: "cli",
+            prefix: PrefixMode::Always,
+            approval_required: false,
+        });
+    }
+    Ok(mounts)
+}
+
+/// The embedded default: list, read and search files in the workspace, and run a command there.
+/// Declared as CLI tools (argv templates, never a shell built from arguments) so they run in the
+/// same sandbox as everything else.
+pub fn builtin(workspace: &Path, launcher: Arc<dyn Launcher>) -> Result<Mount> {
+    let ws = workspace.to_path_buf();
+    let ro = ProcessPolicy {
+        fs_read: vec![ws.clone()],
+        fs_write: Vec::new(),
+        net: Vec::new(),
+    };
+    let rw = ProcessPolicy {
+        fs_read: Vec::new(),
+        fs_write: vec![ws.clone()],
+        net: Vec::new(),
+    };
+    let env = provider_env(&SandboxBlock::default(), &BTreeMap::new());
+    let tool = |name: &str,
+                description: &str,
+                argv: &[&str],
+                schema: serde_json::Value,
+                policy: &ProcessPolicy| CliToolConfig {
+        name: name.into(),
+        description: description.into(),
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        input_schema: schema,
+        timeout: Duration::from_secs(120),
+        cwd: Some(ws.clone()),
+        env: env.clone(),
+        policy: policy.clone(),
+    };
+    let tools = vec![
+        tool(
+            "list_files",
+            "List the files and directories under a path in the workspace, recursively to a depth of 3. Read-only.",
+            &[
+                "find",
+                "--",
+                "{path}",
+                "-maxdepth",
+                "3",
+                "-not",
+                "-path",
+                "*/.git/*",
+            ],
+            json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "Directory to list, relative to the workspace (use `.` for its root)"}
+            }, "required": ["path"], "additionalProperties": false}),
+            &ro,
+        ),
+        tool(
+            "read_file",
+            "Read a text file from the workspace and return its contents. Read-only.",
+            &["cat", "--", "{path}"],
+            json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "File to read, relative to the workspace"}
+            }, "required": ["path"], "additionalProperties": false}),
+            &ro,
+        ),
+        tool(
+            "search_files",
+            "Search the workspace for lines matching a regular expression and return file:line:text matches. Read-only.",
+            &["grep", "-rnI", "--", "{pattern}", "{path}"],
+            json!({"type": "object", "properties": {
+                "pattern": {"type": "string", "description": "Basic regular expression to look for"},
+                "path": {"type": "string", "description": "File or directory to search, relative to the workspace (`.` for all)"}
+            }, "required": ["pattern", "path"], "additionalProperties": false}),
+            &ro,
+        ),
+        tool(
+            "run_command",
+            "Run a program with arguments in the workspace (sandboxed, no network) and return its output. Can modify files in the workspace.",
+            &["/usr/bin/env", "--", "{argv}"],
+            json!({"type": "object", "properties": {
+                "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1, "x-allow-dash": true,
+                         "description": "Program and arguments, e.g. [\"ls\", \"-la\"]; no shell is involved"}
+            }, "required": ["argv"], "additionalProperties": false}),
+            &rw,
+        ),
+    ];
+    Ok(Mount {
+        provider: Arc::new(
+            CliProvider::new(ProviderId("files".into()), tools, launcher)
+                .context("the built-in tools")?,
+        ),
+        kind: "cli",
+        prefix: PrefixMode::Always,
+        approval_required: false,
+    })
+}

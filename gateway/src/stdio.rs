@@ -1,0 +1,106 @@
+//! stdio transport: newline-delimited JSON-RPC on stdin/stdout (MCP's stdio framing), so the
+//! gateway can itself be listed as one server in a Claude Desktop config. One connection is one
+//! session, opened by `initialize` (or the first request that needs one). Requests run
+//! concurrently; one writer task keeps every line on stdout whole. Logs go to stderr only.
+
+use std::sync::{Arc, Mutex};
+
+use axp_protocol::jsonrpc::parse_incoming;
+use futures::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+
+use crate::dispatch::{Ctx, Gateway, Push};
+
+pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(line) = out_rx.recv().await {
+            if stdout.write_all(line.as_bytes()).await.is_err()
+                || stdout.write_all(b"\n").await.is_err()
+            {
+                break;
+            }
+            let _ = stdout.flush().await;
+        }
+    });
+    // Server-wide notifications (list_changed) go to this client too.
+    let mut notes = gw.notify.subscribe();
+    let note_tx = out_tx.clone();
+    tokio::spawn(async move {
+        while let Ok(n) = notes.recv().await {
+            if note_tx.send(n.to_string()).is_err() {
+                break;
+            }
+        }
+    });
+    let session: Arc<Mutex<Option<String>>> = Arc::default();
+    let mut lines = FramedRead::new(
+        tokio::io::stdin(),
+        LinesCodec::new_with_max_length(max_line),
+    );
+    while let Some(line) = lines.next().await {
+        let line = match line {
+            Ok(l) => l,
+            Err(LinesCodecError::MaxLineLengthExceeded) => {
+                let err = axp_protocol::Response::err(
+                    axp_protocol::Id::Null,
+                    axp_protocol::RpcError::new(
+                        axp_protocol::ErrorCode::LimitExceeded,
+                        format!("a message is longer than {max_line} bytes"),
+                    ),
+                );
+                let _ = out_tx.send(serde_json::to_string(&err).unwrap_or_default());
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let msg = match parse_incoming(line.as_bytes()) {
+            Ok(m) => m,
+            Err(resp) => {
+                let _ = out_tx.send(serde_json::to_string(&resp).unwrap_or_default());
+                continue;
+            }
+        };
+        let gw = gw.clone();
+        let out = out_tx.clone();
+        let session = session.clone();
+        tokio::spawn(async move {
+            let (push_tx, mut push_rx) = mpsc::unbounded_channel::<Push>();
+            let fwd_out = out.clone();
+            let fwd = tokio::spawn(async move {
+                while let Some(p) = push_rx.recv().await {
+                    let _ = fwd_out.send(p.message.to_string());
+                }
+            });
+            let current = session
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            let ctx = Ctx {
+                session_id: current,
+                push: Some(push_tx),
+                ..Ctx::default()
+            };
+            let resp = gw.handle(msg, &ctx).await;
+            if let Some(opened) = ctx.opened_session() {
+                *session
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(opened);
+            }
+            drop(ctx);
+            let _ = fwd.await;
+            if let Some(r) = resp {
+                let _ = out.send(serde_json::to_string(&r).unwrap_or_default());
+            }
+        });
+    }
+    drop(out_tx);
+    let _ = writer.await;
+    Ok(())
+}
