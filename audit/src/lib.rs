@@ -1,0 +1,1 @@
+//! Audit log (work in progress).

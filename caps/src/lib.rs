@@ -1,0 +1,1 @@
+//! Capability tokens (work in progress).
