@@ -27,10 +27,12 @@
 //!   into a job.
 //! * **Cancel and timeout** send `notifications/cancelled` for the request, then return
 //!   `Cancelled` / `Timeout`. A call future dropped before its answer also sends it.
-//! * **Crash.** A stdio child is watched directly: when it exits, every call in flight fails at
-//!   once with `Unavailable` (rmcp alone would only notice after its drain timeouts). For HTTP, a
-//!   transport error during a call triggers a `ping`; if that fails too the session is dropped
-//!   and restarted.
+//! * **Crash or hang.** A stdio child is watched directly: when it exits, every call in flight
+//!   fails at once with `Unavailable` (rmcp alone would only notice after its drain timeouts).
+//!   Every session is also pinged ([`McpConfig::heartbeat`]); a failed or unanswered ping ends
+//!   the session the same way. That is the only way to notice an HTTP server that died during a
+//!   call: rmcp 3.11 keeps the request pending on a broken SSE response stream rather than
+//!   failing it. A transport error seen by a call triggers an immediate ping.
 //! * **Results** pass through as `CallToolResult` (`content`, `structuredContent`, `isError`).
 //!   rmcp parses content blocks into its own types and re-serialises them, so a field rmcp
 //!   does not model (e.g. a block's `_meta`) is lost. JSON-RPC errors become
@@ -125,17 +127,26 @@ pub struct McpConfig {
     pub timeout: Duration,
     /// Deadline for starting: spawn or connect, MCP handshake and the first `tools/list`.
     pub connect_timeout: Duration,
+    /// How often a connected server is pinged. A failed ping, or none answered within
+    /// `heartbeat_timeout`, counts as a crash: calls in flight fail with `Unavailable` and the
+    /// server is restarted. This is what notices a hung server, and an HTTP server that went
+    /// away (rmcp keeps waiting on a broken response stream instead of failing the request).
+    pub heartbeat: Duration,
+    pub heartbeat_timeout: Duration,
     pub restart: RestartPolicy,
 }
 
 impl McpConfig {
-    /// A configuration with the defaults: 60 s per call, 30 s to connect, default backoff.
+    /// A configuration with the defaults: 60 s per call, 30 s to connect, a ping every 5 s
+    /// (10 s to answer), default backoff.
     pub fn new(id: ProviderId, transport: McpTransport) -> Self {
         Self {
             id,
             transport,
             timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(30),
+            heartbeat: Duration::from_secs(5),
+            heartbeat_timeout: Duration::from_secs(10),
             restart: RestartPolicy::default(),
         }
     }
@@ -698,6 +709,11 @@ impl Session {
             .as_ref()
             .map(|c| c.exited.clone())
             .unwrap_or_default();
+        let mut heartbeat = tokio::time::interval_at(
+            tokio::time::Instant::now() + inner.cfg.heartbeat,
+            inner.cfg.heartbeat,
+        );
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = inner.shutdown.cancelled() => return "the provider was shut down".into(),
@@ -705,9 +721,12 @@ impl Session {
                 reason = &mut self.waiting => return Self::closed_reason(self.child.as_ref(), reason).await,
                 Some(()) = self.relist.recv() => {
                     while self.relist.try_recv().is_ok() {}
+                    // Bounded like a ping: this loop is also what runs the heartbeat, so a
+                    // server that stops answering here is a hung server.
+                    let within = inner.cfg.heartbeat_timeout;
                     let peer = self.conn.peer.clone();
                     let listed = self
-                        .or_death(tokio::time::timeout(inner.cfg.timeout, list_tools(&peer)))
+                        .or_death(tokio::time::timeout(within, list_tools(&peer)))
                         .await;
                     match listed {
                         Err(reason) => return reason,
@@ -717,21 +736,39 @@ impl Session {
                             }
                         }
                         Ok(Ok(Err(e))) => tracing::warn!(provider = %inner.cfg.id, "re-listing tools after list_changed failed: {e}"),
-                        Ok(Err(_)) => tracing::warn!(provider = %inner.cfg.id, "re-listing tools after list_changed timed out"),
+                        Ok(Err(_)) => return format!(
+                            "the server stopped answering (tools/list after list_changed took over {}s)",
+                            within.as_secs_f64()
+                        ),
                     }
                 }
                 Some(()) = self.suspect.recv() => {
                     while self.suspect.try_recv().is_ok() {}
-                    let peer = self.conn.peer.clone();
-                    let ping = peer.send_request(ClientRequest::PingRequest(PingRequest::default()));
-                    match self.or_death(tokio::time::timeout(Duration::from_secs(5), ping)).await {
-                        Err(reason) => return reason,
-                        Ok(Ok(Ok(_))) => {}
-                        Ok(Ok(Err(e))) => return format!("the server stopped answering (ping failed: {e})"),
-                        Ok(Err(_)) => return "the server stopped answering (ping timed out)".into(),
+                    if let Some(reason) = self.check(inner.cfg.heartbeat_timeout).await {
+                        return reason;
+                    }
+                }
+                _ = heartbeat.tick() => {
+                    if let Some(reason) = self.check(inner.cfg.heartbeat_timeout).await {
+                        return reason;
                     }
                 }
             }
+        }
+    }
+
+    /// Pings the server; `Some(reason)` when it is gone or does not answer within `within`.
+    async fn check(&mut self, within: Duration) -> Option<String> {
+        let peer = self.conn.peer.clone();
+        let ping = peer.send_request(ClientRequest::PingRequest(PingRequest::default()));
+        match self.or_death(tokio::time::timeout(within, ping)).await {
+            Err(reason) => Some(reason),
+            Ok(Ok(Ok(_))) => None,
+            Ok(Ok(Err(e))) => Some(format!("the server stopped answering (ping failed: {e})")),
+            Ok(Err(_)) => Some(format!(
+                "the server stopped answering (no answer to ping within {}s)",
+                within.as_secs_f64()
+            )),
         }
     }
 

@@ -66,6 +66,8 @@ fn config(port: u16, headers: BTreeMap<String, String>) -> McpConfig {
     );
     c.timeout = Duration::from_secs(10);
     c.connect_timeout = Duration::from_secs(10);
+    c.heartbeat = Duration::from_millis(500);
+    c.heartbeat_timeout = Duration::from_secs(5);
     c.restart = RestartPolicy {
         initial_backoff: Duration::from_millis(100),
         max_backoff: Duration::from_millis(500),
@@ -151,5 +153,63 @@ async fn bad_headers_are_reported_not_fatal() {
         }
         McpStatus::Available => panic!("a malformed header cannot connect"),
     }
+    p.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_server_killed_mid_call_fails_the_call_and_recovers_on_restart() {
+    let port = free_port();
+    let mut server = serve_http(port).await;
+    let p = McpProvider::start(config(port, BTreeMap::new()), Arc::new(DirectLauncher)).await;
+    assert_eq!(p.status(), McpStatus::Available);
+    let mut events = p.events().unwrap();
+    let sink = Recorder::new();
+    let task = {
+        let (p, sink) = (p.clone(), sink.clone());
+        tokio::spawn(async move {
+            p.call(
+                call(
+                    "trigger-long-running-operation",
+                    json!({"duration": 10, "steps": 20}),
+                ),
+                sink,
+                CancellationToken::new(),
+            )
+            .await
+        })
+    };
+    assert!(
+        super::support::eventually(Duration::from_secs(5), || !sink.progress().is_empty()).await
+    );
+    let t0 = std::time::Instant::now();
+    server.kill().await.unwrap();
+    let res = task.await.unwrap();
+    assert!(
+        matches!(res, Err(axp_providers::ProviderError::Unavailable { .. })),
+        "{res:?}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t0.elapsed()
+    );
+    wait_event(&mut events, Duration::from_secs(5), |e| {
+        matches!(e, ProviderEvent::Unavailable { .. })
+    })
+    .await;
+    let _server = serve_http(port).await;
+    wait_event(&mut events, Duration::from_secs(10), |e| {
+        *e == ProviderEvent::Available
+    })
+    .await;
+    let out = p
+        .call(
+            call("echo", json!({"message": "again"})),
+            Recorder::new(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.joined_text(), "Echo: again");
     p.shutdown().await.unwrap();
 }

@@ -17,6 +17,8 @@ fn config(name: &str, spec: ProcessSpec) -> McpConfig {
     let mut c = McpConfig::new(ProviderId(name.into()), McpTransport::Stdio(spec));
     c.timeout = Duration::from_secs(10);
     c.connect_timeout = Duration::from_secs(20);
+    c.heartbeat = Duration::from_millis(500);
+    c.heartbeat_timeout = Duration::from_secs(5);
     c.restart = RestartPolicy {
         initial_backoff: Duration::from_millis(100),
         max_backoff: Duration::from_secs(1),
@@ -402,4 +404,114 @@ async fn shutdown_stops_the_server_process() {
         "pid {pid} still exists after shutdown"
     );
     assert!(matches!(p.status(), McpStatus::Unavailable { .. }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_server_is_noticed_by_the_heartbeat_and_restarted() {
+    let mut cfg = config("everything", everything_spec());
+    cfg.heartbeat_timeout = Duration::from_secs(1);
+    let p = McpProvider::start(cfg, Arc::new(DirectLauncher)).await;
+    assert_eq!(p.status(), McpStatus::Available);
+    let mut events = p.events().unwrap();
+    let pid = p.server_pid().unwrap();
+    // SIGSTOP: the process lives on but answers nothing, like a wedged event loop.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    let res = p
+        .call(
+            call("echo", json!({"message": "anyone?"})),
+            Recorder::new(),
+            CancellationToken::new(),
+        )
+        .await;
+    match &res {
+        Err(ProviderError::Unavailable { reason, .. }) => {
+            assert!(reason.contains("stopped answering"), "{reason}")
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        t0.elapsed()
+    );
+    wait_event(&mut events, Duration::from_secs(15), |e| {
+        *e == ProviderEvent::Available
+    })
+    .await;
+    assert_ne!(p.server_pid(), Some(pid));
+    assert!(
+        eventually(Duration::from_secs(3), || !std::path::Path::new(&format!(
+            "/proc/{pid}"
+        ))
+        .exists())
+        .await,
+        "the stopped server was not killed"
+    );
+    let out = p
+        .call(
+            call("echo", json!({"message": "hi"})),
+            Recorder::new(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.joined_text(), "Echo: hi");
+    p.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_server_is_noticed_by_the_heartbeat_and_restarted() {
+    let mut cfg = config("fixture", fixture_spec());
+    cfg.heartbeat_timeout = Duration::from_secs(1);
+    let p = McpProvider::start(cfg, Arc::new(DirectLauncher)).await;
+    assert_eq!(p.status(), McpStatus::Available);
+    let mut events = p.events().unwrap();
+    let pid = p.server_pid().unwrap();
+    let t0 = Instant::now();
+    let res = p
+        .call(
+            call("freeze", json!({})),
+            Recorder::new(),
+            CancellationToken::new(),
+        )
+        .await;
+    match &res {
+        Err(ProviderError::Unavailable { reason, .. }) => {
+            assert!(reason.contains("stopped answering"), "{reason}")
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        t0.elapsed()
+    );
+    wait_event(&mut events, Duration::from_secs(15), |e| {
+        *e == ProviderEvent::Available
+    })
+    .await;
+    assert_ne!(p.server_pid(), Some(pid));
+    assert!(
+        eventually(Duration::from_secs(3), || !std::path::Path::new(&format!(
+            "/proc/{pid}"
+        ))
+        .exists())
+        .await,
+        "the frozen server was not killed"
+    );
+    let out = p
+        .call(
+            call("cancelled-count", json!({})),
+            Recorder::new(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.joined_text(), "0");
+    p.shutdown().await.unwrap();
 }
