@@ -198,7 +198,7 @@ impl Provider for BridgeProvider {
         };
         let how = RunOptions {
             tool: &call.tool,
-            timeout: self.exec.timeout,
+            timeout: crate::call_timeout(&call, self.exec.timeout),
             // stdout is the result, parsed whole: keep it (bounded), do not stream it.
             stdout: Capture {
                 emit: false,

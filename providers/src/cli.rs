@@ -397,7 +397,7 @@ impl Provider for CliProvider {
         };
         let how = RunOptions {
             tool: &tool.cfg.name,
-            timeout: tool.cfg.timeout,
+            timeout: crate::call_timeout(&call, tool.cfg.timeout),
             stdout: tail,
             stderr: tail,
         };

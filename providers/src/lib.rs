@@ -189,3 +189,18 @@ pub trait Provider: Send + Sync {
 
 /// Shared handle to a provider.
 pub type DynProvider = Arc<dyn Provider>;
+
+/// The deadline of one call: `call.meta.timeout_ms` (a positive number, e.g. from
+/// `job.start`'s `timeout_s`) when the gateway sets it, else the provider's configured default.
+/// Every provider in this crate honours it; on expiry the call fails with
+/// [`ProviderError::Timeout`] after stopping the work (process group killed, or
+/// `notifications/cancelled` sent upstream).
+pub fn call_timeout(call: &ToolCall, default: std::time::Duration) -> std::time::Duration {
+    call.meta
+        .as_ref()
+        .and_then(|m| m.get("timeout_ms"))
+        .and_then(serde_json::Value::as_f64)
+        .filter(|ms| ms.is_finite() && *ms > 0.0)
+        .map(|ms| std::time::Duration::from_secs_f64(ms / 1000.0))
+        .unwrap_or(default)
+}

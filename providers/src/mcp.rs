@@ -1012,6 +1012,7 @@ impl Provider for McpProvider {
         cancel: CancellationToken,
     ) -> Result<ToolOutput, ProviderError> {
         let conn = self.conn()?;
+        let timeout = crate::call_timeout(&call, self.inner.cfg.timeout);
         let tool = call.tool.clone();
         let params = CallToolRequestParams::new(call.tool).with_arguments(call.arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -1028,7 +1029,6 @@ impl Provider for McpProvider {
             peer: conn.peer.clone(),
             id: Some(handle.id.clone()),
         };
-        let timeout = self.inner.cfg.timeout;
         let result = tokio::select! {
             r = handle.await_response() => {
                 abandon.disarm();

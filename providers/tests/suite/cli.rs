@@ -481,3 +481,49 @@ async fn fifty_megabytes_of_output_keep_the_result_bounded() {
     assert_eq!(sc["stdout_bytes"], SIZE);
     assert_eq!(sc["truncated"], true);
 }
+
+#[tokio::test]
+async fn meta_timeout_ms_overrides_the_configured_timeout() {
+    let p = provider(vec![sh_tool(
+        "nap",
+        "sleep 5",
+        &[],
+        Duration::from_secs(60),
+    )]);
+    let t0 = Instant::now();
+    let res = p
+        .call(
+            ToolCall {
+                tool: "nap".into(),
+                arguments: Default::default(),
+                meta: Some(json!({"timeout_ms": 200})),
+            },
+            Recorder::new(),
+            CancellationToken::new(),
+        )
+        .await;
+    assert!(matches!(res, Err(ProviderError::Timeout { .. })), "{res:?}");
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    let d = Duration::from_secs(9);
+    let with = |meta: Value| ToolCall {
+        tool: "x".into(),
+        arguments: Default::default(),
+        meta: Some(meta),
+    };
+    assert_eq!(
+        axp_providers::call_timeout(&with(json!({"timeout_ms": 1500})), d),
+        Duration::from_millis(1500)
+    );
+    assert_eq!(
+        axp_providers::call_timeout(&with(json!({"timeout_ms": -1})), d),
+        d
+    );
+    assert_eq!(
+        axp_providers::call_timeout(&with(json!({"timeout_ms": "5"})), d),
+        d
+    );
+    assert_eq!(
+        axp_providers::call_timeout(&with(json!({"job": "j"})), d),
+        d
+    );
+}
