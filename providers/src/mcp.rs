@@ -41,7 +41,10 @@
 //!   yet).
 //! * **Legacy SSE transport** (the 2024-11-05 `GET /sse` + `POST /messages` pair) is not
 //!   offered: rmcp 3.11 has no client for it, only Streamable HTTP (which reads SSE responses).
-//! * Resources and prompts are not passed through yet.
+//! * Resources and prompts are passed through as raw JSON by inherent methods
+//!   ([`McpProvider::list_resources`], [`McpProvider::read_resource`],
+//!   [`McpProvider::list_resource_templates`], [`McpProvider::list_prompts`],
+//!   [`McpProvider::get_prompt`]); the `Provider` trait has no place for them.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::process::Stdio;
@@ -54,8 +57,8 @@ use axp_protocol::{RpcError, ToolCall, ToolOutput, ToolSpec};
 use rmcp::ClientHandler;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, Implementation, PingRequest, ProgressNotificationParam,
-    ProgressToken, RequestId, ServerResult,
+    ClientConfig, ClientRequest, GetPromptRequestParams, Implementation, PingRequest,
+    ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, RequestId, ServerResult,
 };
 // MCP logging is deprecated by SEP-2577 (protocol 2026-07-28), but the servers people run today
 // (2025-06-18 and 2025-11-25) still send it, so it is handled.
@@ -66,6 +69,7 @@ use rmcp::service::{
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -914,6 +918,88 @@ impl McpProvider {
     /// sandbox wrapper), for diagnostics.
     pub fn server_pid(&self) -> Option<u32> {
         self.inner.lock().conn.as_ref().and_then(|c| c.pid)
+    }
+
+    /// `resources/list` (every page), raw MCP `Resource` objects.
+    pub async fn list_resources(&self) -> Result<Vec<Value>, ProviderError> {
+        self.passthrough("resources/list", |peer| async move {
+            peer.list_all_resources().await
+        })
+        .await
+    }
+
+    /// `resources/templates/list` (every page), raw MCP `ResourceTemplate` objects.
+    pub async fn list_resource_templates(&self) -> Result<Vec<Value>, ProviderError> {
+        self.passthrough("resources/templates/list", |peer| async move {
+            peer.list_all_resource_templates().await
+        })
+        .await
+    }
+
+    /// `resources/read`, the raw `ReadResourceResult` (`{"contents": [...]}`).
+    pub async fn read_resource(&self, uri: &str) -> Result<Value, ProviderError> {
+        let params = ReadResourceRequestParams::new(uri);
+        self.passthrough("resources/read", |peer| async move {
+            peer.read_resource(params).await
+        })
+        .await
+    }
+
+    /// `prompts/list` (every page), raw MCP `Prompt` objects.
+    pub async fn list_prompts(&self) -> Result<Vec<Value>, ProviderError> {
+        self.passthrough("prompts/list", |peer| async move {
+            peer.list_all_prompts().await
+        })
+        .await
+    }
+
+    /// `prompts/get`, the raw `GetPromptResult` (`{"description"?, "messages": [...]}`).
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<Value, ProviderError> {
+        let params = GetPromptRequestParams::new(name).with_arguments(arguments);
+        self.passthrough("prompts/get", |peer| async move {
+            peer.get_prompt(params).await
+        })
+        .await
+    }
+
+    /// Runs one request on the live connection with the call timeout, and returns its answer
+    /// as JSON (rmcp's types re-serialised). A timeout names `what` in place of a tool.
+    async fn passthrough<R, T, F, Fut>(&self, what: &str, f: F) -> Result<T, ProviderError>
+    where
+        R: serde::Serialize,
+        T: serde::de::DeserializeOwned,
+        F: FnOnce(Peer<RoleClient>) -> Fut,
+        Fut: std::future::Future<Output = Result<R, ServiceError>>,
+    {
+        let conn = self.conn()?;
+        let timeout = self.inner.cfg.timeout;
+        // Dropping rmcp's request future on timeout sends `notifications/cancelled` upstream.
+        let res = tokio::select! {
+            r = tokio::time::timeout(timeout, f(conn.peer.clone())) => r,
+            _ = conn.dead.cancelled() => {
+                return Err(self.inner.unavailable(conn.death_reason()));
+            }
+        };
+        match res {
+            Err(_) => Err(ProviderError::Timeout {
+                tool: what.to_string(),
+                secs: timeout.as_secs_f64().ceil() as u64,
+            }),
+            Ok(Err(e)) => Err(self.map_error(&conn, e).await),
+            Ok(Ok(r)) => serde_json::to_value(r)
+                .and_then(serde_json::from_value)
+                .map_err(|e| {
+                    ProviderError::Upstream(RpcError {
+                        code: i64::from(rmcp::model::ErrorCode::INTERNAL_ERROR.0),
+                        message: format!("the server's {what} answer cannot be read: {e}"),
+                        data: None,
+                    })
+                }),
+        }
     }
 
     fn conn(&self) -> Result<Arc<Conn>, ProviderError> {

@@ -515,3 +515,36 @@ async fn a_frozen_server_is_noticed_by_the_heartbeat_and_restarted() {
     assert_eq!(out.joined_text(), "0");
     p.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_and_prompts_pass_through() {
+    let p = start("everything", everything_spec()).await;
+    let resources = p.list_resources().await.unwrap();
+    let first = resources
+        .iter()
+        .find_map(|r| r["uri"].as_str())
+        .expect("server-everything lists static resources");
+    let read = p.read_resource(first).await.unwrap();
+    assert_eq!(read["contents"][0]["uri"], first, "{read}");
+    let templates = p.list_resource_templates().await.unwrap();
+    assert!(!templates.is_empty());
+    assert!(templates.iter().all(|t| t["uriTemplate"].is_string()));
+
+    let prompts = p.list_prompts().await.unwrap();
+    let names: Vec<&str> = prompts.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert!(names.contains(&"args-prompt"), "{names:?}");
+    let got = p
+        .get_prompt("args-prompt", args(json!({"city": "Lyon"})))
+        .await
+        .unwrap();
+    let text = got["messages"][0]["content"]["text"].as_str().unwrap();
+    assert!(text.contains("Lyon"), "{got}");
+    // A server-side error keeps its JSON-RPC code.
+    let err = p.read_resource("demo://no/such/thing").await.unwrap_err();
+    assert!(matches!(err, ProviderError::Upstream(_)), "{err:?}");
+    p.shutdown().await.unwrap();
+    assert!(matches!(
+        p.list_prompts().await,
+        Err(ProviderError::Unavailable { .. })
+    ));
+}
