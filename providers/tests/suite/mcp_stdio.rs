@@ -293,11 +293,11 @@ async fn killed_server_fails_the_call_promptly_and_comes_back() {
     };
     assert!(eventually(Duration::from_secs(5), || !sink.progress().is_empty()).await);
     let t0 = Instant::now();
-    let killed = std::process::Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     let res = task.await.unwrap();
     let failed_after = t0.elapsed();
     match &res {
