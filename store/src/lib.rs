@@ -15,16 +15,21 @@
 //!
 //! # Calling it from async code
 //!
-//! Every call is a short synchronous operation (one SQLite statement, or one `write(2)` per log
-//! append). Appends and small reads are fine to call directly from a tokio task; long reads (a
-//! large `read_log`), [`Store::open`] and [`Store::mark_running_lost`] belong in
-//! `spawn_blocking`. [`Store`] and [`JobLog`] are `Send + Sync` and cheap to clone (an `Arc`).
+//! Every call is a short synchronous operation: one SQLite statement (no fsync: see
+//! [`Store::open_with`]), or two `pwrite(2)`s per log append (2-4 µs in release). Those are fine
+//! to call directly from a tokio task. Calls that may block for milliseconds belong in
+//! `spawn_blocking`: [`Store::open`], [`Store::mark_running_lost`], [`Store::sync_all`],
+//! [`JobLog::sync`], reads of many events (`read_log` parses up to 4 MiB per call), and — under
+//! the default [`ExitSync::Inline`] — the append of an `exit` event, which fsyncs (~13 ms per
+//! job on the CI VM). [`ExitSync::Batched`] takes that fsync off the caller's thread.
+//! [`Store`] and [`JobLog`] are `Send + Sync` and cheap to clone (an `Arc`); [`LogReader`] is
+//! `Send`, one per attached client.
 //!
 //! # The seam (DESIGN §10)
 //!
 //! There is one implementation today, so there is no `Store` trait yet. The public surface is
-//! kept deliberately narrow — records in, records out, no SQL, no `rusqlite` types, no file
-//! handles — so that a PostgreSQL implementation (several gateways sharing sessions and jobs)
+//! kept deliberately narrow — records in, records out, no SQL, no file handles, no `rusqlite`
+//! type outside [`StoreError::Sqlite`] — so that a PostgreSQL implementation (several gateways sharing sessions and jobs)
 //! and a log backend on an object store or a log broker can later sit behind the same functions
 //! once they become a trait. Keep it that way: add a function rather than exposing a connection.
 
@@ -226,6 +231,11 @@ impl Store {
     }
 
     /// [`Store::open`] with explicit options.
+    ///
+    /// Durability of records: SQLite runs in WAL mode with `synchronous=NORMAL`, so a write
+    /// returns without an fsync. It survives a crash of the gateway at once; it survives a power
+    /// loss after the next WAL checkpoint or [`Store::sync_all`] (and, under
+    /// [`ExitSync::Batched`], after the next background sync).
     pub fn open_with(state_dir: &Path, options: StoreOptions) -> Result<Store> {
         create_private_dir(state_dir)?;
         let jobs_dir = state_dir.join("jobs");
