@@ -3,8 +3,9 @@
 #   1. N (default 500) sequential 1 KiB GETs, each on a fresh connection: requests/s and p50
 #      latency, direct vs through axp-egress-proxy vs through squid (Debian) with an equivalent
 #      dstdomain allowlist; "added p50" = proxied p50 - direct p50.
-#   2. A 100 MiB download: MB/s direct vs through axp-egress-proxy (and squid for reference),
-#      median of 3.
+#   2. A 100 MiB download: MB/s direct vs through axp-egress-proxy (and squid for reference).
+# Routes are interleaved request by request (direct, axp, squid, direct, …) so that other load on
+# the machine falls on all three alike.
 # Both proxies resolve `bench.test` themselves (axp via its own resolver against the fixture's
 # DNS server, squid via a hosts_file, since squid cannot use a DNS port other than 53); both
 # write an access/audit log. Requires: squid (apt-get install squid), python3.
@@ -31,7 +32,7 @@ DNS=$(sed -n 's/.*dns=\([^ ]*\).*/\1/p' "$WORK/fixture.out")
 ORIGIN=$(sed -n 's/.*http=\([^ ]*\).*/\1/p' "$WORK/fixture.out")
 PORT=${ORIGIN##*:}
 
-"$BIN/axp-egress-proxy" --listen 127.0.0.1:0 --allow bench.test --resolver "$DNS" \
+"$BIN/axp-egress-proxy" --threads "${AXP_THREADS:-1}" --listen 127.0.0.1:0 --allow bench.test --resolver "$DNS" \
   --dangerously-allow-private 127.0.0.0/8 --audit "$WORK/axp-audit.jsonl" >"$WORK/axp.out" 2>"$WORK/axp.err" & PIDS+=($!)
 wait_line "$WORK/axp.out"
 AXP=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["listening"][0])' "$WORK/axp.out")
@@ -58,25 +59,22 @@ squid -N -f "$WORK/squid.conf" & PIDS+=($!)
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$SQPORT) 2>/dev/null && break; sleep 0.1; done
 SQUID=127.0.0.1:$SQPORT
 
-run() { "$BIN/examples/bench_client" "$1" "bench.test:$PORT" "$ORIGIN" "$2" "$3"; }
-for via in direct "$AXP" "$SQUID"; do run "$via" /1k 50 >/dev/null; done   # warm-up
-
-D=$(run direct /1k "$N"); A=$(run "$AXP" /1k "$N"); S=$(run "$SQUID" /1k "$N")
-DL_D=(); DL_A=(); DL_S=()
-for _ in 1 2 3; do
-  DL_D+=("$(run direct /100m 1)"); DL_A+=("$(run "$AXP" /100m 1)"); DL_S+=("$(run "$SQUID" /100m 1)")
-done
-python3 - "$D" "$A" "$S" "${DL_D[@]}" "${DL_A[@]}" "${DL_S[@]}" <<'PY'
-import json, sys, statistics
-d, a, s = (json.loads(x) for x in sys.argv[1:4])
-dl = [json.loads(x)["mb_per_s"] for x in sys.argv[4:]]
-dd, da, ds = statistics.median(dl[0:3]), statistics.median(dl[3:6]), statistics.median(dl[6:9])
-print(f"1 KiB GETs, {d['requests']} sequential, fresh connections")
+run() { "$BIN/examples/bench_client" "bench.test:$PORT" "$ORIGIN" "$1" "$2" direct "$AXP" "$SQUID"; }
+run /1k 50 >/dev/null   # warm-up (connections, resolver caches)
+SMALL=$(run /1k "$N")
+BIG=$(run /100m 3)
+python3 - "$SMALL" "$BIG" <<'PY'
+import json, sys
+small = [json.loads(l) for l in sys.argv[1].splitlines()]
+big = [json.loads(l) for l in sys.argv[2].splitlines()]
+d, a, s = small
+print(f"1 KiB GETs: {d['requests']} rounds of (direct, axp, squid), each request on a fresh connection")
 for name, r in (("direct", d), ("axp", a), ("squid", s)):
     print(f"  {name:7} {r['req_per_s']:9.1f} req/s   p50 {r['p50_ms']:.3f} ms   p99 {r['p99_ms']:.3f} ms")
-print(f"  axp added p50:   {a['p50_ms'] - d['p50_ms']:.3f} ms   (squid: {s['p50_ms'] - d['p50_ms']:.3f} ms)")
-print(f"  axp / squid req/s: {a['req_per_s'] / s['req_per_s']:.2f}x   axp / direct: {a['req_per_s'] / d['req_per_s']:.2f}")
-print("100 MiB download (median of 3)")
+print(f"  added p50: axp {a['p50_ms'] - d['p50_ms']:.3f} ms, squid {s['p50_ms'] - d['p50_ms']:.3f} ms")
+print(f"  req/s: axp / squid {a['req_per_s'] / s['req_per_s']:.2f}x, axp / direct {a['req_per_s'] / d['req_per_s']:.2f}")
+dd, da, ds = (r["mb_per_s"] for r in big)
+print(f"100 MiB download: {big[0]['requests']} rounds, interleaved")
 print(f"  direct {dd:8.1f} MB/s   axp {da:8.1f} MB/s   squid {ds:8.1f} MB/s")
-print(f"  axp / direct throughput: {da / dd:.2f}   squid / direct: {ds / dd:.2f}")
+print(f"  throughput: axp / direct {da / dd:.2f}, squid / direct {ds / dd:.2f}")
 PY

@@ -151,7 +151,7 @@ fn build_resolver(servers: &[SocketAddr]) -> Result<TokioResolver, ProxyError> {
     // entry decide where a granted name goes. Names are always queried as absolute names, so
     // search domains and ndots never apply either.
     o.use_hosts_file = ResolveHosts::Never;
-    o.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+    o.ip_strategy = LookupIpStrategy::Ipv4thenIpv6;
     o.ndots = 0;
     builder
         .build()
@@ -853,8 +853,12 @@ impl Shared {
         rec: &mut AuditRecord,
     ) -> Result<(), Refuse> {
         let plain_http = !matches!(filter, UpFilter::Tunnel(_));
-        let mut cbuf = vec![0u8; 64 * 1024];
-        let mut ubuf = vec![0u8; 64 * 1024];
+        // Buffers start small (most connections move a few KiB, and zeroing a large buffer per
+        // connection shows in the latency) and double up to 512 KiB while reads fill them.
+        const START: usize = 16 * 1024;
+        const MAX: usize = 512 * 1024;
+        let mut cbuf = vec![0u8; START];
+        let mut ubuf = vec![0u8; START];
         let mut client_open = true;
         let mut up_open = true;
         let mut up_write_open = true;
@@ -928,7 +932,12 @@ impl Shared {
                             up_write_open = false;
                         }
                     }
-                    Ok(n) => pending = Some(cbuf[..n].to_vec()),
+                    Ok(n) => {
+                        pending = Some(cbuf[..n].to_vec());
+                        if n == cbuf.len() && n < MAX {
+                            cbuf.resize(n * 2, 0);
+                        }
+                    }
                 },
                 r = up.read(&mut ubuf), if up_open => match r {
                     Ok(0) | Err(_) => {
@@ -944,6 +953,9 @@ impl Shared {
                         }
                         if k < n as u64 {
                             break "byte_limit";
+                        }
+                        if n == ubuf.len() && n < MAX {
+                            ubuf.resize(n * 2, 0);
                         }
                     }
                 },
