@@ -25,6 +25,10 @@ pub struct AuditRecord {
     pub client: String,
     /// `http`, `connect`, `socks5`, or `unknown` if the protocol was never identified.
     pub proto: &'static str,
+    /// The destination exactly as the client wrote it (escaped, at most 256 characters), for
+    /// the record of refused input that never parsed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested: Option<String>,
     /// The requested destination as parsed (`host:port`), when it parsed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
@@ -63,6 +67,15 @@ pub struct Metrics {
     /// Bytes upstream → client.
     pub bytes_down: AtomicU64,
     decisions: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+}
+
+/// Escapes untrusted text for a record and bounds its length.
+pub fn escaped(raw: &[u8]) -> String {
+    let s: String = raw.escape_ascii().to_string();
+    match s.char_indices().nth(256) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
+    }
 }
 
 impl Metrics {

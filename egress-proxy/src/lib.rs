@@ -22,3 +22,91 @@ pub mod tls;
 pub use audit::AuditRecord;
 pub use policy::{Cidr, Policy, Rule};
 pub use proxy::{Proxy, ProxyConfig, ProxyError, serve};
+
+/// A deterministic mutation fuzz over every pure parser: no input may panic, and what the host
+/// parser accepts must be canonical. (The parsers take plain byte slices and strings, so they can
+/// be wired into `cargo fuzz` targets unchanged.)
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod fuzz_smoke {
+    use crate::host::{Host, parse_absolute_form, parse_authority, parse_host};
+    use crate::http::{ChunkedScanner, parse_head};
+    use crate::socks::{parse_greeting, parse_request};
+    use crate::tls::{build_client_hello, parse_client_hello};
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    fn mutate(r: &mut Rng, seed: &[u8]) -> Vec<u8> {
+        let mut v = seed.to_vec();
+        let alphabet = b"\0\r\n .:@#%[]\\/-_0x7fAz\xff\x05\x16";
+        for _ in 0..1 + r.below(4) {
+            match r.below(4) {
+                0 if !v.is_empty() => {
+                    let i = r.below(v.len());
+                    v[i] = alphabet[r.below(alphabet.len())];
+                }
+                1 => {
+                    let i = r.below(v.len() + 1);
+                    v.insert(i, alphabet[r.below(alphabet.len())]);
+                }
+                2 if !v.is_empty() => {
+                    let i = r.below(v.len());
+                    v.remove(i);
+                }
+                _ => {
+                    let i = r.below(v.len() + 1);
+                    v.truncate(i);
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn no_parser_panics_and_accepted_names_are_canonical() {
+        let seeds: Vec<Vec<u8>> = vec![
+            b"allowed.test".to_vec(),
+            b"0x7f.0.0.1".to_vec(),
+            b"[::ffff:127.0.0.1]:443".to_vec(),
+            b"http://a.test:80/x?y".to_vec(),
+            b"GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n".to_vec(),
+            b"5\r\nhello\r\n0\r\n\r\n".to_vec(),
+            vec![5, 1, 0, 3, 6, b'a', b'.', b't', b'e', b's', b't', 0, 80],
+            build_client_hello(Some("allowed.test")),
+        ];
+        let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..40_000 {
+            let seed = &seeds[r.below(seeds.len())];
+            let m = mutate(&mut r, seed);
+            let s = String::from_utf8_lossy(&m);
+            if let Ok(Host::Name(n)) = parse_host(&s) {
+                assert!(
+                    n.bytes().all(|b| b.is_ascii_lowercase()
+                        || b.is_ascii_digit()
+                        || b"._-".contains(&b)),
+                    "{n:?}"
+                );
+                assert!(!n.ends_with('.') && !n.starts_with('.'), "{n:?}");
+                assert_eq!(parse_host(&n), Ok(Host::Name(n.clone())));
+            }
+            let _ = parse_authority(&s, None);
+            let _ = parse_absolute_form(&s);
+            let _ = parse_head(&m);
+            let _ = ChunkedScanner::default().feed(&m);
+            let _ = parse_greeting(&m);
+            let _ = parse_request(&m);
+            let _ = parse_client_hello(&m);
+        }
+    }
+}

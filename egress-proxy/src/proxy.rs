@@ -504,6 +504,7 @@ impl Shared {
             Ok(h) => h,
             Err(r) => return self.http_deny(s, r).await,
         };
+        rec.requested = Some(crate::audit::escaped(head.target.as_bytes()));
         if head.method.eq_ignore_ascii_case("CONNECT") {
             rec.proto = "connect";
             let target = match parse_authority(&head.target, None) {
@@ -514,6 +515,10 @@ impl Shared {
                         .await;
                 }
             };
+            if let Err(e) = head.check_host(&target, target.port) {
+                rec.target = Some(target.to_string());
+                return self.http_deny(s, head_refusal(&e)).await;
+            }
             rec.target = Some(target.to_string());
             let upstream = match self.decide_and_connect(&target, has_permit, rec).await {
                 Ok(u) => u,
@@ -603,6 +608,10 @@ impl Shared {
             .await
             .map_err(|e| refuse("malformed", e.to_string()))?;
         let (target, used) = loop {
+            if buf.len() > 5 && buf[3] == 3 {
+                let end = buf.len().min(5 + usize::from(buf[4]));
+                rec.requested = Some(crate::audit::escaped(&buf[5..end]));
+            }
             match socks::parse_request(&buf) {
                 Ok(Some(x)) => break x,
                 Ok(None) if buf.len() > 600 => return Err(refuse("malformed", "oversize request")),

@@ -277,6 +277,14 @@ async fn a_host_header_differing_from_the_target_is_refused() {
         .unwrap();
     let _ = s.read_to_end(&mut out).await;
     p.assert_denied(2, "malformed").await;
+    // The CONNECT request's own Host header must agree with its authority too.
+    let st = raw_status(
+        p.addr,
+        &format!("CONNECT allowed.test:{port} HTTP/1.1\r\nHost: evil.test:{port}\r\n\r\n"),
+    )
+    .await;
+    assert!(st.starts_with("HTTP/1.1 400"), "{st}");
+    p.assert_denied(3, "host_mismatch").await;
     assert!(up.seen.raw.lock().unwrap().is_empty());
 }
 
@@ -430,7 +438,9 @@ async fn nul_and_crlf_injection_is_refused() {
     {
         let (code, _) = socks(p.addr, 3, name, port).await;
         assert_eq!(code, 2);
-        p.assert_denied(5 + k as u64, "invalid_host").await;
+        let r = p.assert_denied(5 + k as u64, "invalid_host").await;
+        // The audit line keeps what was asked for, escaped.
+        assert_eq!(r["requested"], name.escape_ascii().to_string(), "{r}");
     }
     assert_eq!(up.seen.conns.load(Ordering::SeqCst), 0);
 }
