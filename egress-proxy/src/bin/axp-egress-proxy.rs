@@ -133,19 +133,31 @@ fn build(args: Args) -> anyhow::Result<ProxyConfig> {
     })
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let args = Args::parse();
     let rt = if args.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
-            .build()?
+            .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(args.threads)
             .enable_all()
-            .build()?
+            .build()
     };
-    rt.block_on(run(args))
+    let result = match rt {
+        Ok(rt) => rt.block_on(run(args)),
+        Err(e) => Err(e.into()),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // The message without a backtrace: it is for the operator, not a developer.
+            eprintln!("axp-egress-proxy: error: {e:#}");
+            eprintln!("hint: `axp-egress-proxy --help` lists the flags and the rule syntax");
+            std::process::ExitCode::from(2)
+        }
+    }
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {

@@ -143,15 +143,15 @@ async fn the_binary_serves_tcp_and_unix_sockets_and_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("proxy.sock");
     let audit = dir.path().join("audit.jsonl");
+    let grants = dir.path().join("grants.txt");
+    std::fs::write(
+        &grants,
+        "# session grants\nallowed.test\n!evil.test  # explicit deny\n",
+    )
+    .unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_axp-egress-proxy"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics",
-            "127.0.0.1:0",
-            "--allow",
-            "allowed.test",
-        ])
+        .args(["--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"])
+        .args(["--allow-file", grants.to_str().unwrap()])
         .args(["--listen-unix", sock.to_str().unwrap()])
         .args(["--resolver", &dns.addr.to_string()])
         .args(["--dangerously-allow-private", "127.0.0.0/8"])
@@ -202,7 +202,7 @@ async fn the_binary_serves_tcp_and_unix_sockets_and_metrics() {
         "{text}"
     );
     assert!(
-        text.contains("axp_egress_attempts_total{decision=\"deny\",reason=\"not_granted\"} 1"),
+        text.contains("axp_egress_attempts_total{decision=\"deny\",reason=\"denied_by_rule\"} 1"),
         "{text}"
     );
     let lines = std::fs::read_to_string(&audit).unwrap();
