@@ -12,8 +12,8 @@ use crate::LintError;
 /// The provider name given to a bare `tools/list` result when the caller names none.
 pub const DEFAULT_PROVIDER: &str = "tools";
 
-/// Providers (sorted by name) to their tools (in listed order). The raw JSON of every tool is
-/// kept next to its parsed form so that checks can see keys `ToolSpec` does not model.
+/// Providers (sorted by name) to their tools (in listed order). Members of a tool that
+/// `ToolSpec` does not model are dropped at parsing and not linted.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Catalog {
     pub providers: BTreeMap<String, Vec<ToolSpec>>,

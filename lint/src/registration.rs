@@ -78,13 +78,7 @@ pub fn lint_tool_in(
     lock: &Lockfile,
     others: &Catalog,
 ) -> Vec<Finding> {
-    let ctx = Context {
-        others: others
-            .iter()
-            .filter(|(p, t)| !(*p == provider && t.name == spec.name))
-            .map(|(p, t)| (p, t.name.as_str()))
-            .collect(),
-    };
+    let ctx = Context::of(others);
     let mut out: Vec<Finding> = checks::check_tool(provider, spec, &ctx)
         .into_iter()
         .filter_map(|r| to_finding(provider, &spec.name, r, config))

@@ -26,18 +26,10 @@ pub struct Report {
 /// Lints every tool of `catalog` under `config` (no drift: see [`lint_with_lock`]).
 pub fn lint(catalog: &Catalog, config: &LintConfig) -> Report {
     let mut raws: Vec<(String, String, Raw)> = Vec::new();
-    for (p, tools) in &catalog.providers {
-        for (i, t) in tools.iter().enumerate() {
-            let ctx = Context {
-                others: catalog
-                    .iter()
-                    .filter(|(op, ot)| !(*op == p.as_str() && std::ptr::eq(*ot, &tools[i])))
-                    .map(|(op, ot)| (op, ot.name.as_str()))
-                    .collect(),
-            };
-            for r in checks::check_tool(p, t, &ctx) {
-                raws.push((p.clone(), t.name.clone(), r));
-            }
+    let ctx = Context::of(catalog);
+    for (p, t) in catalog.iter() {
+        for r in checks::check_tool(p, t, &ctx) {
+            raws.push((p.to_string(), t.name.clone(), r));
         }
     }
     raws.extend(checks::catalog::check_catalog(catalog));
@@ -100,20 +92,22 @@ impl Report {
     }
 
     fn sort(&mut self, catalog: &Catalog) {
-        let order: BTreeMap<(String, String), usize> = catalog
+        let order: BTreeMap<(&str, &str), usize> = catalog
             .iter()
             .enumerate()
-            .map(|(i, (p, t))| ((p.to_string(), t.name.clone()), i))
+            .map(|(i, (p, t))| ((p, t.name.as_str()), i))
             .collect();
-        self.findings.sort_by(|a, b| {
-            let ka = order
-                .get(&(a.provider.clone(), a.tool.clone()))
-                .copied()
-                .unwrap_or(usize::MAX);
-            let kb = order
-                .get(&(b.provider.clone(), b.tool.clone()))
-                .copied()
-                .unwrap_or(usize::MAX);
+        let mut keyed: Vec<(usize, Finding)> = std::mem::take(&mut self.findings)
+            .into_iter()
+            .map(|f| {
+                let k = order
+                    .get(&(f.provider.as_str(), f.tool.as_str()))
+                    .copied()
+                    .unwrap_or(usize::MAX);
+                (k, f)
+            })
+            .collect();
+        keyed.sort_by(|(ka, a), (kb, b)| {
             (&a.provider, ka, &a.tool, &a.rule_id, &a.pointer).cmp(&(
                 &b.provider,
                 kb,
@@ -122,6 +116,7 @@ impl Report {
                 &b.pointer,
             ))
         });
+        self.findings = keyed.into_iter().map(|(_, f)| f).collect();
     }
 
     /// Findings of exactly this severity.

@@ -112,8 +112,11 @@ pub(crate) fn check_catalog(cat: &Catalog) -> Vec<(String, String, Raw)> {
                 }
             }
             let same = !na.is_empty() && na == nb;
-            let close = na.len() >= 6
-                && nb.len() >= 6
+            // Similarity >= 0.9 needs lengths within 10% of each other: skip the rest cheaply.
+            let (la, lb) = (na.chars().count(), nb.chars().count());
+            let close = la >= 6
+                && lb >= 6
+                && (la.abs_diff(lb) as f64) <= (1.0 - NAME_SIMILARITY) * la.max(lb) as f64
                 && strsim::normalized_levenshtein(na, nb) >= NAME_SIMILARITY;
             if same || close {
                 let how = if ta.name == tb.name {

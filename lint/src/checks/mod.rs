@@ -40,14 +40,46 @@ impl Raw {
     }
 }
 
-/// Other tools the safety checks may see mentioned (for shadowing): (provider, tool name).
+/// One tool of the catalog as the shadowing check sees it, prepared once per run.
+#[derive(Debug, Clone)]
+pub(crate) struct Known {
+    pub(crate) provider: String,
+    pub(crate) name: String,
+    pub(crate) lower: String,
+    /// Has a separator or several words, so a bare mention is a reference to the tool.
+    pub(crate) distinctive: bool,
+}
+
+/// Other tools the safety checks may see mentioned (for shadowing).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Context<'a> {
-    pub(crate) others: Vec<(&'a str, &'a str)>,
+pub(crate) struct Context {
+    pub(crate) known: Vec<Known>,
+}
+
+impl Context {
+    /// Every tool of `cat`, prepared.
+    pub(crate) fn of(cat: &crate::Catalog) -> Self {
+        Self {
+            known: cat
+                .iter()
+                .map(|(p, t)| {
+                    let lower = t.name.to_lowercase();
+                    Known {
+                        provider: p.to_string(),
+                        name: t.name.clone(),
+                        distinctive: lower.contains('_')
+                            || lower.contains('-')
+                            || crate::text::name_tokens(&t.name).len() > 1,
+                        lower,
+                    }
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Every per-tool check.
-pub(crate) fn check_tool(provider: &str, tool: &ToolSpec, ctx: &Context<'_>) -> Vec<Raw> {
+pub(crate) fn check_tool(provider: &str, tool: &ToolSpec, ctx: &Context) -> Vec<Raw> {
     let mut out = Vec::new();
     description::check(tool, &mut out);
     schema::check(tool, &mut out);

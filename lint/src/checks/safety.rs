@@ -79,8 +79,7 @@ fn collect(v: &Value, ptr: &str, prose: bool, in_props: bool, out: &mut Vec<Text
     }
 }
 
-pub(crate) fn check(provider: &str, tool: &ToolSpec, ctx: &Context<'_>, out: &mut Vec<Raw>) {
-    let _ = provider;
+pub(crate) fn check(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Vec<Raw>) {
     let value = serde_json::to_value(tool).unwrap_or(Value::Null);
     let mut texts = Vec::new();
     collect(&value, "", true, false, &mut texts);
@@ -111,7 +110,7 @@ pub(crate) fn check(provider: &str, tool: &ToolSpec, ctx: &Context<'_>, out: &mu
         }
     }
     side_channels(tool, &sensitive_sentences, out);
-    shadowing(tool, ctx, out);
+    shadowing(provider, tool, ctx, out);
     dangerous(tool, out);
 }
 
@@ -753,26 +752,27 @@ const DIRECTIVES: &[&str] = &[
 ];
 
 /// AXP035: the description instructs the agent about a different tool.
-fn shadowing(tool: &ToolSpec, ctx: &Context<'_>, out: &mut Vec<Raw>) {
+fn shadowing(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Vec<Raw>) {
     let own = tool.name.to_lowercase();
     for sentence in sentences(&tool.description) {
         let sl = sentence.to_lowercase();
         let sw = words(&sl);
         let mut target: Option<String> = None;
         // Known tools of the catalog, by exact word (names with separators) or backticked.
-        for (p, other) in &ctx.others {
-            let o = other.to_lowercase();
-            if o == own || o.len() < 3 {
+        for k in &ctx.known {
+            if k.lower == own
+                || k.lower.len() < 3
+                || (k.provider == provider && k.name == tool.name)
+            {
                 continue;
             }
-            let distinctive = o.contains('_') || o.contains('-') || name_tokens(other).len() > 1;
-            let mentioned = if distinctive {
-                contains_ident(&sl, &o)
+            let mentioned = if k.distinctive {
+                contains_ident(&sl, &k.lower)
             } else {
-                sl.contains(&format!("`{o}`")) || sl.contains(&format!("{o} tool"))
+                sl.contains(&format!("`{}`", k.lower)) || sl.contains(&format!("{} tool", k.lower))
             };
             if mentioned {
-                target = Some(format!("{p}/{other}"));
+                target = Some(format!("{}/{}", k.provider, k.name));
                 break;
             }
         }
