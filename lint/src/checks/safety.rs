@@ -14,9 +14,7 @@ use axp_protocol::ToolSpec;
 use serde_json::Value;
 
 use super::{Context, Raw, clip};
-use crate::text::{
-    Hidden, classify, describe_char, is_emoji_like, is_rtl_letter, name_tokens, words,
-};
+use crate::text::{Hidden, classify, describe_char, is_emoji_like, is_rtl_letter, words};
 use crate::{Fix, PatchOp, pointer_escape};
 
 /// One string of the tool and where it is.
