@@ -24,7 +24,7 @@ pub(crate) fn require(rel: &str, how: &str) -> PathBuf {
 
 pub(crate) const NPM_HINT: &str = "install the npm fixtures: `cd tests/fixtures && npm ci`";
 pub(crate) const PIP_HINT: &str = "create the venv: `python3 -m venv .venv && .venv/bin/pip install -r tests/fixtures/requirements.txt`";
-pub(crate) const WRONG_HINT: &str = "mcp-server-everything-wrong 0.2.1 imports FastMCP, which mcp 2.x removed, so it needs its own venv: `python3 -m venv .venv-wrong && .venv-wrong/bin/pip install 'mcp==1.30.0' 'mcp-server-everything-wrong==0.2.1'`";
+pub(crate) const WRONG_HINT: &str = "mcp-server-everything-wrong 0.2.1 imports FastMCP, which mcp 2.x removed, so it needs its own venv: `python3 -m venv .venv-wrong && .venv-wrong/bin/pip install -r lint/tests/fixtures/requirements-everything-wrong.txt`";
 
 /// A running MCP server.
 pub(crate) struct Server {
