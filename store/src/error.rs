@@ -57,6 +57,18 @@ pub enum StoreError {
         reason: &'static str,
     },
 
+    /// One event encodes to more than [`crate::log::MAX_EVENT_BYTES`]; nothing was appended.
+    /// The caller should split the output into smaller chunks.
+    #[error("an event of job `{job_id}` is {bytes} bytes, more than the {max} a log accepts")]
+    EventTooLarge {
+        /// The job whose log refused the event.
+        job_id: String,
+        /// The encoded size of the event.
+        bytes: u64,
+        /// The limit.
+        max: u64,
+    },
+
     /// The database was written by a newer AXP whose schema this build does not know.
     #[error(
         "the state database at {} has schema version {found}, newer than the {supported} this build knows; hint: run the newer axp, or point --state-dir elsewhere",

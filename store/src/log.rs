@@ -27,11 +27,13 @@
 //! that never returned.
 //!
 //! Power loss and kernel crashes are a different matter: the page cache is lost with the machine.
-//! [`JobLog::append`] fsyncs both files when it writes an `exit` event, and [`JobLog::sync`] does
-//! so on demand, so a finished job's whole log is on disk once its exit is acknowledged. Events
-//! of a still-running job that were written after the last sync may be lost to a power cut
-//! (recovery then truncates the log to its longest intact prefix). Per-event fsync would close
-//! that gap at a large cost (see `examples/log_bench.rs` for the ratio).
+//! Under [`crate::ExitSync::Inline`] (the default), [`JobLog::append`] fsyncs both files when it
+//! writes an `exit` event, so a finished job's whole log is on disk once its exit is
+//! acknowledged; under [`crate::ExitSync::Batched`] that happens within the batch interval.
+//! [`JobLog::sync`] and [`crate::Store::sync_all`] do it on demand. Events of a still-running
+//! job written after the last sync may be lost to a power cut (recovery then truncates the log
+//! to its longest intact prefix). Per-event fsync would close that gap at a large cost (see
+//! `examples/log_bench.rs` for the ratio: ~3,000x for small events on the CI VM).
 //!
 //! # Concurrency
 //!
@@ -41,7 +43,7 @@
 //! its index entry, every index entry a reader can see points at bytes that are already there.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,6 +60,12 @@ pub const READ_BUDGET_BYTES: u64 = 4 << 20;
 
 /// One read looks at most this many index entries, for the same reason.
 pub const READ_MAX_EVENTS: usize = 16_384;
+
+/// The largest encoded event (one JSON line) a log accepts. Reads, appends and recovery hold at
+/// most one event (or one [`READ_BUDGET_BYTES`] batch) in memory, so this bounds the store's
+/// memory whatever is in a file; the gateway should chunk output far below it (64 KiB chunks
+/// are plenty for streaming).
+pub const MAX_EVENT_BYTES: u64 = 64 << 20;
 
 /// The longest job id accepted (it becomes a file name).
 pub const MAX_ID_LEN: usize = 128;
@@ -316,6 +324,15 @@ impl JobLog {
             kind,
         };
         encode(&event, &mut w.buf).map_err(|e| StoreError::io(&paths.data, e))?;
+        if w.buf.len() as u64 > MAX_EVENT_BYTES {
+            let bytes = w.buf.len() as u64;
+            w.buf = Vec::with_capacity(4096);
+            return Err(StoreError::EventTooLarge {
+                job_id: self.inner.job_id.clone(),
+                bytes,
+                max: MAX_EVENT_BYTES,
+            });
+        }
         let start = w.data_len;
         let end = start + w.buf.len() as u64;
         let is_exit = matches!(event.kind, JobEventKind::Exit { .. });
@@ -468,6 +485,16 @@ fn read_events(
         if end > data_len || (!ends.is_empty() && end - start > READ_BUDGET_BYTES) {
             break;
         }
+        if end - prev > MAX_EVENT_BYTES {
+            return Err(StoreError::corrupt(
+                &paths.index,
+                format!(
+                    "index entry {} gives an event of {} bytes, more than any append writes",
+                    from + ends.len() as u64,
+                    end - prev
+                ),
+            ));
+        }
         ends.push(end);
         prev = end;
     }
@@ -519,7 +546,7 @@ fn recover(data: &File, index: &File, paths: &LogPaths, job_id: &str) -> Result<
             1 => 0,
             n => read_entry(index, &paths.index, n - 2)?,
         };
-        if start < end && end <= data_len {
+        if start < end && end <= data_len && end - start <= MAX_EVENT_BYTES {
             let mut line = vec![0u8; (end - start) as usize];
             data.read_exact_at(&mut line, start)
                 .map_err(|e| StoreError::io(&paths.data, e))?;
@@ -553,11 +580,13 @@ fn recover(data: &File, index: &File, paths: &LogPaths, job_id: &str) -> Result<
         let mut line = Vec::new();
         loop {
             line.clear();
-            let n = reader
+            // Never buffer more than one maximal event, whatever garbage follows.
+            let n = (&mut reader)
+                .take(MAX_EVENT_BYTES + 1)
                 .read_until(b'\n', &mut line)
                 .map_err(|e| StoreError::io(&paths.data, e))?;
             let Some(body) = line.strip_suffix(b"\n") else {
-                break; // end of file, or a torn last line
+                break; // end of file, a torn last line, or an over-long run of garbage
             };
             if parse_line(body, job_id, count).is_err() {
                 break;

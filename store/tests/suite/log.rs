@@ -196,3 +196,18 @@ fn batched_exit_sync_keeps_every_event_and_flushes_on_demand() {
     drop(store);
     Store::open(&dir).unwrap().sync_all().unwrap();
 }
+
+#[test]
+fn an_oversized_event_is_refused_and_uses_no_seq() {
+    let (_tmp, store) = super::open();
+    let log = store.log("big-one").unwrap();
+    log.append(stdout(0)).unwrap();
+    let too_big = "z".repeat(axp_store::log::MAX_EVENT_BYTES as usize);
+    assert!(matches!(
+        log.append(JobEventKind::Stdout { data: too_big }),
+        Err(axp_store::StoreError::EventTooLarge { .. })
+    ));
+    assert_eq!(log.append(stdout(1)).unwrap().seq, 1);
+    assert_dense(&store.read_log("big-one", 0, 10).unwrap(), 0);
+    assert_eq!(store.read_log("big-one", 0, 10).unwrap().len(), 2);
+}
