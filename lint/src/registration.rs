@@ -11,7 +11,8 @@ use crate::rules::{self, Mode};
 use crate::{Catalog, Finding, LintConfig, Lockfile, check_drift};
 
 /// The outcome of registering one tool.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "verdict", rename_all = "lowercase")]
 pub enum Verdict {
     /// Publish the tool; record these findings and show them in `axp.describe`.
     Publish { warnings: Vec<Finding> },

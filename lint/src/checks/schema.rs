@@ -10,6 +10,8 @@ use super::Raw;
 use crate::{Fix, PatchOp, pointer_escape};
 
 const ROOT: &str = "/inputSchema";
+/// Meta-schema violations reported per tool; more are noise once the schema is known broken.
+const MAX_META_ERRORS: usize = 5;
 
 pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
     let schema = &tool.input_schema;
@@ -34,22 +36,35 @@ pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
             format!("`$ref: {r}` does not resolve inside the schema"),
         ));
     }
-    match jsonschema::meta::validate(schema) {
-        Err(e) => out.push(Raw::new(
+    // Every meta-schema violation (up to a few per tool), each at its own pointer; then, if
+    // the schema is valid, compile it to catch bad regular expressions and references.
+    let meta_errors: Vec<(String, String)> = match jsonschema::meta::validator_for(schema) {
+        Err(e) => vec![(
+            ROOT.to_string(),
+            format!("cannot resolve its meta-schema: {e}"),
+        )],
+        Ok(v) => v
+            .iter_errors(schema)
+            .take(MAX_META_ERRORS)
+            .map(|e| (format!("{ROOT}{}", e.instance_path()), e.to_string()))
+            .collect(),
+    };
+    for (ptr, e) in &meta_errors {
+        out.push(Raw::new(
             "AXP011",
-            format!("{ROOT}{}", e.instance_path()),
+            ptr.clone(),
             format!("input schema is not valid JSON Schema: {e}"),
-        )),
-        Ok(()) if !dangling_found => {
-            if let Err(e) = jsonschema::validator_for(schema) {
-                out.push(Raw::new(
-                    "AXP011",
-                    ROOT,
-                    format!("input schema does not compile: {e}"),
-                ));
-            }
-        }
-        Ok(()) => {}
+        ));
+    }
+    if meta_errors.is_empty()
+        && !dangling_found
+        && let Err(e) = jsonschema::validator_for(schema)
+    {
+        out.push(Raw::new(
+            "AXP011",
+            ROOT,
+            format!("input schema does not compile: {e}"),
+        ));
     }
     match obj.get("type") {
         Some(Value::String(t)) if t == "object" => {}

@@ -840,6 +840,25 @@ fn every_rule_has_a_positive_and_a_negative_case() {
 }
 
 #[test]
+fn every_schema_violation_is_reported_at_its_pointer() {
+    let t = schema(
+        json!({"a": {"type": "int", "description": "a"}, "b": {"type": "string", "minLength": -1, "description": "b"}}),
+    );
+    let report = lint(&to_catalog(&json!({"p": [t]})), &LintConfig::default());
+    let ptrs: BTreeSet<&str> = report
+        .findings
+        .iter()
+        .filter(|f| f.rule_id == "AXP011")
+        .map(|f| f.pointer.as_str())
+        .collect();
+    assert!(ptrs.contains("/inputSchema/properties/a/type"), "{ptrs:?}");
+    assert!(
+        ptrs.contains("/inputSchema/properties/b/minLength"),
+        "{ptrs:?}"
+    );
+}
+
+#[test]
 fn the_well_made_base_tool_is_clean() {
     let report = lint(&to_catalog(&json!({"p": [good()]})), &LintConfig::default());
     assert!(report.findings.is_empty(), "{}", report.to_text());

@@ -107,6 +107,10 @@ fn registration_refuses_a_rug_pull_and_publishes_a_clean_tool() {
     let rules: Vec<&str> = reasons.iter().map(|f| f.rule_id.as_str()).collect();
     assert_eq!(rules, ["AXP030", "AXP037"]);
     assert!(v.reasons_text()[1].starts_with("AXP037 tool-changed:"));
+    // Verdicts serialise for the audit log.
+    let audit = serde_json::to_value(&v).unwrap();
+    assert_eq!(audit["verdict"], "refuse");
+    assert_eq!(audit["reasons"][1]["rule_id"], "AXP037");
     // Under warn for everything, the same tool is published with warnings.
     let lenient =
         LintConfig::from_axp_toml("[lint]\nmode = { safety = \"warn\", drift = \"warn\" }\n")
