@@ -211,3 +211,51 @@ fn an_oversized_event_is_refused_and_uses_no_seq() {
     assert_dense(&store.read_log("big-one", 0, 10).unwrap(), 0);
     assert_eq!(store.read_log("big-one", 0, 10).unwrap().len(), 2);
 }
+
+#[test]
+fn concurrent_appenders_through_store_log_share_one_sequence() {
+    let (_tmp, store) = super::open();
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let log = store.log("shared").unwrap();
+                (0..1_000)
+                    .map(|i| {
+                        log.append(JobEventKind::Stdout {
+                            data: format!("{t}:{i}"),
+                        })
+                        .unwrap()
+                        .seq
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut seqs: Vec<u64> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(
+        seqs,
+        (0..4_000).collect::<Vec<_>>(),
+        "no seq lost or given twice"
+    );
+    let events = store.read_log("shared", 0, 10_000).unwrap();
+    assert_eq!(events.len(), 4_000);
+    // Each thread's own events appear in the order it appended them.
+    for t in 0..4 {
+        let mine: Vec<String> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                JobEventKind::Stdout { data } if data.starts_with(&format!("{t}:")) => {
+                    Some(data.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let want: Vec<String> = (0..1_000).map(|i| format!("{t}:{i}")).collect();
+        assert_eq!(mine, want);
+    }
+}
