@@ -858,6 +858,40 @@ fn every_schema_violation_is_reported_at_its_pointer() {
     );
 }
 
+/// Odd schemas a server may send: reported, never a panic.
+#[test]
+fn odd_schemas_are_findings_not_crashes() {
+    for (s, rule) in [
+        (json!({"$schema": 5, "type": "object"}), "AXP011"),
+        (
+            json!({"$schema": "https://example.invalid/custom-meta", "type": "object"}),
+            "AXP011",
+        ),
+        (
+            json!({"type": "object", "properties": {"x": {"$ref": "https://example.invalid/x.json", "description": "x"}}, "additionalProperties": false}),
+            "AXP011",
+        ),
+        (
+            json!({"type": "object", "properties": {"x": {"$ref": "#/%24defs/y", "description": "x"}}, "$defs": {"y": {"type": "string"}}, "additionalProperties": false}),
+            "",
+        ),
+        (json!(true), "AXP012"),
+        (json!("object"), "AXP012"),
+        (json!({"type": ["object", "null"]}), "AXP012"),
+    ] {
+        let report = lint(
+            &to_catalog(&json!({"p": [with(json!({"inputSchema": s.clone()}))]})),
+            &LintConfig::default(),
+        );
+        let ids: Vec<&str> = report.findings.iter().map(|f| f.rule_id.as_str()).collect();
+        if rule.is_empty() {
+            assert!(ids.is_empty(), "{s}: {ids:?}");
+        } else {
+            assert!(ids.contains(&rule), "{s}: {ids:?}");
+        }
+    }
+}
+
 #[test]
 fn the_well_made_base_tool_is_clean() {
     let report = lint(&to_catalog(&json!({"p": [good()]})), &LintConfig::default());
