@@ -1,0 +1,433 @@
+//! The writer: one process appends (an flock on `LOCK`), records go to the newest segment, an
+//! append returns only after its line is fsynced and `HEAD` names a record at or after it. It
+//! must never rewrite an existing line; the one exception is [`AuditLog::open`] cutting a torn,
+//! never-acknowledged tail, which it records in the log itself.
+//!
+//! # Group commit
+//!
+//! Appends serialise only on writing their line (a `write(2)` under the writer mutex). They then
+//! queue on the sync mutex: the first thread there fsyncs the segment and rewrites `HEAD` for
+//! every line written so far, so threads that arrived meanwhile find their record already
+//! durable and return without another fsync. Under contention one fsync covers many appends;
+//! alone, an append costs one `fdatasync` of the segment plus one of `HEAD.tmp` and a rename.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::read::{Head, list_segments, read_head, segment_name};
+use crate::record::{GENESIS_HASH, Kind, LineError, Record, open_line, seal};
+use crate::{AuditError, HEAD_FILE, LOCK_FILE};
+
+/// Tunables for [`AuditLog::open_with`].
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Start a new segment once the current one reaches this many bytes (default 64 MiB).
+    pub segment_bytes: u64,
+    /// How long to retry the `LOCK` held by another process before [`AuditError::Locked`].
+    pub lock_wait: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            segment_bytes: 64 * 1024 * 1024,
+            lock_wait: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What [`AuditLog::open`] had to repair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// The segment whose tail was cut.
+    pub segment: PathBuf,
+    /// Its length after the cut.
+    pub kept_bytes: u64,
+    /// How many bytes of a torn last line were removed.
+    pub discarded_bytes: u64,
+}
+
+struct Writer {
+    file: Arc<File>,
+    path: PathBuf,
+    segment_bytes: u64,
+    next_seq: u64,
+    last_hash: String,
+    /// Set when a failed write could not be rolled back: appending more would corrupt the chain.
+    broken: Option<String>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    options: Options,
+    writer: Mutex<Writer>,
+    /// Number of records known durable (fsynced and anchored in `HEAD`).
+    synced: Mutex<u64>,
+    recovery: Option<Recovery>,
+    _lock: File,
+}
+
+/// The append handle. `Send + Sync`, and a clone is an `Arc` clone.
+#[derive(Clone)]
+pub struct AuditLog {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves the state as consistent as any failed append
+    // (guarded by `broken`), so poisoning is not fatal.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn io_at(path: &Path) -> impl FnOnce(io::Error) -> AuditError + '_ {
+    move |source| AuditError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), AuditError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_at(dir))
+}
+
+/// Takes an exclusive flock, retrying for `wait`. rustix rather than `File::try_lock` because the
+/// workspace's minimum Rust (1.88) predates it, and rather than libc because this crate has no
+/// `unsafe`.
+fn take_lock(path: &Path, wait: Duration) -> Result<File, AuditError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_at(path))?;
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(file),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(AuditError::Locked {
+                        path: path.to_path_buf(),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) if e == rustix::io::Errno::INTR => {}
+            Err(e) => return Err(io_at(path)(e.into())),
+        }
+    }
+}
+
+fn open_segment(path: &Path, create: bool) -> Result<File, AuditError> {
+    OpenOptions::new()
+        .append(true)
+        .read(true)
+        .create_new(create)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_at(path))
+}
+
+/// The last record of a segment after cutting a torn tail: `(last record, kept length, cut)`.
+fn last_record(path: &Path) -> Result<(Option<Record>, u64, u64), AuditError> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(io_at(path))?;
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let cut = (bytes.len() - keep) as u64;
+    let complete = &bytes[..keep];
+    let Some(last_line) = complete[..complete.len().saturating_sub(1)]
+        .rsplit(|&b| b == b'\n')
+        .next()
+        .filter(|l| !l.is_empty())
+    else {
+        return Ok((None, keep as u64, cut));
+    };
+    let line_no = complete.iter().filter(|&&b| b == b'\n').count();
+    match open_line(last_line) {
+        Ok(r) => Ok((Some(r), keep as u64, cut)),
+        Err(e) => Err(AuditError::Corrupt {
+            path: path.to_path_buf(),
+            line: line_no as u64,
+            reason: match e {
+                LineError::Unparsable(why) => why,
+                LineError::HashMismatch => "its hash does not match its contents".to_string(),
+            },
+        }),
+    }
+}
+
+impl AuditLog {
+    /// Opens (creating if needed) the log in `dir` with default [`Options`].
+    pub fn open(dir: &Path) -> Result<AuditLog, AuditError> {
+        Self::open_with(dir, Options::default())
+    }
+
+    /// Opens the log: takes `LOCK`, finds the last record, cuts a torn last line (an append that
+    /// never returned) and records that cut as an `audit.recovered` record, and refuses a log
+    /// whose last record is damaged or which is shorter than `HEAD` says (records were removed).
+    /// It checks the last record only; [`crate::verify`] checks the whole chain.
+    pub fn open_with(dir: &Path, options: Options) -> Result<AuditLog, AuditError> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io_at(dir))?;
+        let lock_file = take_lock(&dir.join(LOCK_FILE), options.lock_wait)?;
+        let head = read_head(dir)?;
+        let segments = list_segments(dir)?;
+        let mut recovery = None;
+        let (file, seg_path, segment_bytes, next_seq, last_hash) = match segments.last() {
+            None => {
+                if let Some(h) = head {
+                    return Err(AuditError::HeadAhead {
+                        head_seq: h.seq,
+                        last_seq: None,
+                    });
+                }
+                let path = dir.join(segment_name(0));
+                let f = open_segment(&path, true)?;
+                sync_dir(dir)?;
+                (f, path, 0, 0, GENESIS_HASH.to_string())
+            }
+            Some((first_seq, path)) => {
+                let (mut last, kept, cut) = last_record(path)?;
+                if cut > 0 {
+                    let f = OpenOptions::new()
+                        .write(true)
+                        .open(path)
+                        .map_err(io_at(path))?;
+                    f.set_len(kept).map_err(io_at(path))?;
+                    f.sync_all().map_err(io_at(path))?;
+                    tracing::warn!(
+                        segment = %path.display(),
+                        discarded_bytes = cut,
+                        "audit log: cut a torn last line (an append interrupted before it was acknowledged)"
+                    );
+                    recovery = Some(Recovery {
+                        segment: path.clone(),
+                        kept_bytes: kept,
+                        discarded_bytes: cut,
+                    });
+                }
+                // An empty newest segment (a crash right after rotation): the chain continues
+                // from the previous segment's last record.
+                if last.is_none() && segments.len() >= 2 {
+                    last = last_record(&segments[segments.len() - 2].1)?.0;
+                }
+                let (next_seq, last_hash) = match &last {
+                    Some(r) => (r.seq + 1, r.hash.clone()),
+                    None => (0, GENESIS_HASH.to_string()),
+                };
+                if kept == 0 && *first_seq != next_seq {
+                    return Err(AuditError::Corrupt {
+                        path: path.clone(),
+                        line: 0,
+                        reason: format!(
+                            "an empty segment for record {first_seq} follows record {}",
+                            next_seq.wrapping_sub(1)
+                        ),
+                    });
+                }
+                if let Some(Head { seq, .. }) = head
+                    && seq >= next_seq
+                {
+                    return Err(AuditError::HeadAhead {
+                        head_seq: seq,
+                        last_seq: next_seq.checked_sub(1),
+                    });
+                }
+                (
+                    open_segment(path, false)?,
+                    path.clone(),
+                    kept,
+                    next_seq,
+                    last_hash,
+                )
+            }
+        };
+        let log = AuditLog {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                options,
+                writer: Mutex::new(Writer {
+                    file: Arc::new(file),
+                    path: seg_path,
+                    segment_bytes,
+                    next_seq,
+                    last_hash,
+                    broken: None,
+                }),
+                synced: Mutex::new(next_seq),
+                recovery: recovery.clone(),
+                _lock: lock_file,
+            }),
+        };
+        if let Some(r) = recovery {
+            log.append(
+                Kind::AuditRecovered,
+                None,
+                "audit",
+                json!({
+                    "segment": r.segment.file_name().map(|n| n.to_string_lossy().into_owned()),
+                    "kept_bytes": r.kept_bytes,
+                    "discarded_bytes": r.discarded_bytes,
+                    "reason": "a torn last line from an interrupted append was cut",
+                }),
+            )?;
+        }
+        Ok(log)
+    }
+
+    /// What `open` repaired, if anything.
+    pub fn recovery(&self) -> Option<&Recovery> {
+        self.inner.recovery.as_ref()
+    }
+
+    /// The directory this log lives in.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The sequence number the next record will get.
+    pub fn next_seq(&self) -> u64 {
+        lock(&self.inner.writer).next_seq
+    }
+
+    /// Appends one record and returns once it is durable (fsynced, and anchored in `HEAD`).
+    /// Blocks for an fsync (milliseconds): call it from `spawn_blocking` in async code.
+    pub fn append(
+        &self,
+        kind: Kind,
+        session: Option<&str>,
+        actor: &str,
+        detail: Value,
+    ) -> Result<Record, AuditError> {
+        let record = self.write_line(kind, session, actor, &detail)?;
+        self.sync_through(record.seq)?;
+        Ok(record)
+    }
+
+    fn write_line(
+        &self,
+        kind: Kind,
+        session: Option<&str>,
+        actor: &str,
+        detail: &Value,
+    ) -> Result<Record, AuditError> {
+        let mut w = lock(&self.inner.writer);
+        if let Some(why) = &w.broken {
+            return Err(AuditError::Broken(why.clone()));
+        }
+        if w.segment_bytes >= self.inner.options.segment_bytes {
+            self.rotate(&mut w)?;
+        }
+        let (record, line) = seal(
+            w.next_seq,
+            now_ms(),
+            kind,
+            session.map(str::to_string),
+            actor.to_string(),
+            detail,
+            w.last_hash.clone(),
+        );
+        if let Err(e) = (&*w.file).write_all(&line) {
+            // Roll back a partial line so the chain stays parseable; if even that fails, refuse
+            // further appends rather than write after garbage.
+            if w.file.set_len(w.segment_bytes).is_err() {
+                w.broken = Some(format!("a failed append could not be rolled back: {e}"));
+            }
+            return Err(io_at(&w.path)(e));
+        }
+        w.segment_bytes += line.len() as u64;
+        w.next_seq += 1;
+        w.last_hash = record.hash.clone();
+        Ok(record)
+    }
+
+    /// Makes the old segment durable and starts a new one named after the next record.
+    fn rotate(&self, w: &mut Writer) -> Result<(), AuditError> {
+        let dir = &self.inner.dir;
+        w.file.sync_data().map_err(io_at(dir))?;
+        let path = dir.join(segment_name(w.next_seq));
+        let f = open_segment(&path, true)?;
+        sync_dir(dir)?;
+        w.file = Arc::new(f);
+        w.path = path;
+        w.segment_bytes = 0;
+        Ok(())
+    }
+
+    /// Group commit: returns once record `seq` is fsynced and `HEAD` is at or past it.
+    fn sync_through(&self, seq: u64) -> Result<(), AuditError> {
+        let mut synced = lock(&self.inner.synced);
+        if *synced > seq {
+            return Ok(()); // another thread's fsync covered this record
+        }
+        let (file, next, hash) = {
+            let w = lock(&self.inner.writer);
+            (w.file.clone(), w.next_seq, w.last_hash.clone())
+        };
+        let dir = &self.inner.dir;
+        if let Err(e) = file.sync_data() {
+            // After a failed fsync the kernel may have dropped the dirty pages, and a later fsync
+            // can succeed without them: never acknowledge anything from this handle again.
+            lock(&self.inner.writer).broken = Some(format!("fsync failed: {e}"));
+            return Err(io_at(dir)(e));
+        }
+        write_head(
+            dir,
+            &Head {
+                seq: next - 1,
+                hash,
+            },
+        )?;
+        *synced = next;
+        Ok(())
+    }
+}
+
+/// Replaces `HEAD` atomically (temporary file, fdatasync, rename). The directory is not fsynced:
+/// after a crash `HEAD` may name an earlier record, which is still a true anchor of a prefix of
+/// the chain; it can never name a record that is not durable, because the segment is synced
+/// first.
+fn write_head(dir: &Path, head: &Head) -> Result<(), AuditError> {
+    let tmp = dir.join(format!("{HEAD_FILE}.tmp"));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io_at(&tmp))?;
+    let text = json!({"seq": head.seq, "hash": head.hash}).to_string() + "\n";
+    f.write_all(text.as_bytes()).map_err(io_at(&tmp))?;
+    f.sync_data().map_err(io_at(&tmp))?;
+    fs::rename(&tmp, dir.join(HEAD_FILE)).map_err(io_at(dir))?;
+    Ok(())
+}
