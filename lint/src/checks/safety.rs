@@ -326,6 +326,7 @@ const OVERRIDE: &[Pat] = &[
     Pat("pretend to|you|that"),
     Pat("role play|playing"),
     Pat("roleplay"),
+    Pat("assume|take|adopt|play the role|persona|identity|part of"),
     Pat("instead reply|respond|say|answer|tell|output|print|write"),
     Pat("new|updated|real|true|secret|hidden instructions|directive|directives|persona|objective"),
     Pat("your real|true|actual|new goal|purpose|objective|mission|job"),
