@@ -133,9 +133,15 @@ impl Metrics {
     }
 }
 
-/// Where audit lines go.
+enum Msg {
+    Line(Vec<u8>),
+    Sync(std::sync::mpsc::Sender<()>),
+}
+
+/// Where audit lines go. Lines are written by a dedicated thread, in order, so a slow disk never
+/// stalls the connections; [`AuditLog::sync`] waits until everything sent so far is written.
 pub struct AuditLog {
-    out: Mutex<Box<dyn Write + Send>>,
+    tx: std::sync::mpsc::Sender<Msg>,
     /// The counters updated with every record.
     pub metrics: Metrics,
 }
@@ -143,6 +149,34 @@ pub struct AuditLog {
 impl std::fmt::Debug for AuditLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AuditLog").finish_non_exhaustive()
+    }
+}
+
+fn writer(mut out: Box<dyn Write + Send>, rx: std::sync::mpsc::Receiver<Msg>) {
+    let mut failed = false;
+    let mut batch = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let mut acks = Vec::new();
+        let mut next = Some(first);
+        // Gather everything already queued and write it with one call, whole lines only, so a
+        // reader tailing the file sees complete records.
+        while let Some(m) = next {
+            match m {
+                Msg::Line(l) => batch.extend_from_slice(&l),
+                Msg::Sync(ack) => acks.push(ack),
+            }
+            next = rx.try_recv().ok();
+        }
+        // An audit line that cannot be written is reported on stderr (once); the attempt has
+        // already been decided, and stopping the proxy would not undo it.
+        if out.write_all(&batch).and_then(|()| out.flush()).is_err() && !failed {
+            failed = true;
+            eprintln!("axp-egress-proxy: cannot write the audit log");
+        }
+        batch.clear();
+        for a in acks {
+            let _ = a.send(());
+        }
     }
 }
 
@@ -158,13 +192,17 @@ impl AuditLog {
             ),
             None => Box::new(std::io::stderr()),
         };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("axp-egress-audit".into())
+            .spawn(move || writer(out, rx))?;
         Ok(Self {
-            out: Mutex::new(out),
+            tx,
             metrics: Metrics::default(),
         })
     }
 
-    /// Writes one record as one line and counts it.
+    /// Queues one record as one line and counts it.
     pub fn record(&self, mut r: AuditRecord) {
         r.ts_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -173,12 +211,14 @@ impl AuditLog {
         self.metrics.count(r.decision, r.reason);
         let mut line = serde_json::to_vec(&r).unwrap_or_default();
         line.push(b'\n');
-        if let Ok(mut o) = self.out.lock() {
-            // An audit line that cannot be written is reported on stderr; the attempt itself
-            // has already been decided, and stopping the proxy would not undo it.
-            if o.write_all(&line).and_then(|()| o.flush()).is_err() {
-                eprintln!("axp-egress-proxy: cannot write the audit log");
-            }
+        let _ = self.tx.send(Msg::Line(line));
+    }
+
+    /// Blocks until every record queued so far is written and flushed.
+    pub fn sync(&self) {
+        let (ack, done) = std::sync::mpsc::channel();
+        if self.tx.send(Msg::Sync(ack)).is_ok() {
+            let _ = done.recv_timeout(std::time::Duration::from_secs(5));
         }
     }
 }

@@ -20,7 +20,7 @@ use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::{Resolver, TokioResolver};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::audit::{AuditLog, AuditRecord};
@@ -237,79 +237,88 @@ impl Proxy {
     /// Serves until `shutdown` completes; then stops accepting, closes every open connection and
     /// removes the UNIX socket files.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ProxyError> {
-        let (tx, mut rx) = mpsc::channel::<(Conn, String)>(64);
+        // Connections are spawned straight from the accept loops (no hand-off, which shows in
+        // the per-connection latency); a watch channel tells them all to stop at shutdown.
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let shared = self.shared;
         let mut accepters = JoinSet::new();
         for l in self.tcp {
-            let tx = tx.clone();
+            let (sh, stop) = (shared.clone(), stop_rx.clone());
             accepters.spawn(async move {
                 loop {
-                    if let Ok((s, peer)) = l.accept().await {
-                        let _ = s.set_nodelay(true);
-                        if tx.send((Conn::Tcp(s), peer.to_string())).await.is_err() {
-                            return;
+                    match l.accept().await {
+                        Ok((s, peer)) => {
+                            let _ = s.set_nodelay(true);
+                            spawn_conn(&sh, &stop, Conn::Tcp(s), peer.to_string());
                         }
+                        Err(_) => accept_backoff().await,
                     }
                 }
             });
         }
         let mut paths = Vec::new();
         for (l, p) in self.unix {
-            let tx = tx.clone();
+            let (sh, stop) = (shared.clone(), stop_rx.clone());
             let name = format!("unix:{}", p.display());
             paths.push(p);
             accepters.spawn(async move {
                 loop {
-                    if let Ok((s, _)) = l.accept().await
-                        && tx.send((Conn::Unix(s), name.clone())).await.is_err()
-                    {
-                        return;
+                    match l.accept().await {
+                        Ok((s, _)) => spawn_conn(&sh, &stop, Conn::Unix(s), name.clone()),
+                        Err(_) => accept_backoff().await,
                     }
                 }
             });
         }
         if let Some(l) = self.metrics {
-            let shared = self.shared.clone();
+            let sh = shared.clone();
             accepters.spawn(async move {
                 loop {
-                    if let Ok((mut s, _)) = l.accept().await {
-                        let body = shared.audit.metrics.render();
-                        tokio::spawn(async move {
-                            let mut b = [0u8; 1024];
-                            let _ = tokio::time::timeout(Duration::from_secs(2), s.read(&mut b)).await;
-                            let resp = format!(
-                                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                                body.len()
-                            );
-                            let _ = s.write_all(resp.as_bytes()).await;
-                        });
-                    }
+                    let Ok((mut s, _)) = l.accept().await else {
+                        accept_backoff().await;
+                        continue;
+                    };
+                    let body = sh.audit.metrics.render();
+                    tokio::spawn(async move {
+                        let mut b = [0u8; 1024];
+                        let _ = tokio::time::timeout(Duration::from_secs(2), s.read(&mut b)).await;
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = s.write_all(resp.as_bytes()).await;
+                    });
                 }
             });
         }
-        drop(tx);
-        let mut conns = JoinSet::new();
-        let shared = self.shared;
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                () = &mut shutdown => break,
-                got = rx.recv() => match got {
-                    Some((c, name)) => {
-                        let sh = shared.clone();
-                        conns.spawn(async move { sh.handle(c, name).await });
-                    }
-                    None => break,
-                },
-                Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            }
-        }
+        shutdown.await;
         accepters.abort_all();
-        conns.abort_all();
+        let _ = stop_tx.send(true);
+        // Let the stopped connections unwind and release their sockets before returning.
+        tokio::task::yield_now().await;
+        shared.audit.sync();
         for p in paths {
             let _ = std::fs::remove_file(p);
         }
         Ok(())
     }
+}
+
+/// Runs one connection until it ends or the proxy stops.
+fn spawn_conn(sh: &Arc<Shared>, stop: &watch::Receiver<bool>, c: Conn, name: String) {
+    let sh = sh.clone();
+    let mut stop = stop.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = sh.handle(c, name) => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+    });
+}
+
+/// After a failed accept (e.g. out of file descriptors), wait a little instead of spinning.
+async fn accept_backoff() {
+    tokio::time::sleep(Duration::from_millis(20)).await;
 }
 
 /// A client connection of either kind.

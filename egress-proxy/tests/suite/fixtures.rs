@@ -389,8 +389,10 @@ impl TestProxy {
     }
 
     pub fn records(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.audit)
-            .unwrap_or_default()
+        // Only complete lines: the proxy may be writing the next one right now.
+        let text = std::fs::read_to_string(&self.audit).unwrap_or_default();
+        let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+        complete
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
