@@ -93,6 +93,12 @@ pub fn load_or_create_root_key(state_dir: &Path) -> Result<[u8; 32], KeyError> {
     }
 }
 
+/// Loads `STATE_DIR/token-root.key` without ever creating it (for tools such as
+/// `axp token inspect --verify` that must not mint a key the gateway does not use).
+pub fn load_root_key(state_dir: &Path) -> Result<[u8; 32], KeyError> {
+    read_key(&state_dir.join(KEY_FILE_NAME))
+}
+
 fn read_key(path: &Path) -> Result<[u8; 32], KeyError> {
     let io_err = |source| KeyError::Io {
         path: path.to_path_buf(),

@@ -34,7 +34,7 @@ mod key;
 mod token;
 mod verify;
 
-pub use key::{KEY_FILE_NAME, KeyError, load_or_create_root_key};
+pub use key::{KEY_FILE_NAME, KeyError, load_or_create_root_key, load_root_key};
 pub use token::{
     AttenuateError, InspectBlock, Inspection, MAX_BLOCKS, MAX_TOKEN_LEN, Minter, TOKEN_PREFIX,
     Token, TokenError, attenuate, inspect,

@@ -1,0 +1,223 @@
+//! `axp audit verify` (check the whole hash chain and its HEAD anchor, naming the first bad
+//! record) and `axp audit tail [--follow] [--session S] [--kind K] [--json]` (print records).
+//! Both only read `STATE_DIR/audit/`; neither takes the writer's lock, so they work while the
+//! gateway runs, and neither ever repairs anything (the gateway's open does that, and records it).
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use axp_audit::{Filter, Kind, Record};
+use clap::{Args, Subcommand};
+
+/// `axp audit …`
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check every record's hash, every link and the HEAD anchor; name the first bad record.
+    Verify(VerifyArgs),
+    /// Print audit records (the last 20 by default), optionally following new ones.
+    Tail(TailArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The gateway's state directory [default: $XDG_STATE_HOME/axp]; records are in DIR/audit.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    /// Keep printing new records as they are appended (Ctrl-C to stop).
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Only records of this session.
+    #[arg(long, value_name = "SESSION_ID")]
+    pub session: Option<String>,
+    /// Only records of this kind (e.g. tool.call, capability.denied). Repeatable.
+    #[arg(long, value_name = "KIND")]
+    pub kind: Vec<String>,
+    /// Start at this sequence number instead of showing the last --lines records.
+    #[arg(long, value_name = "SEQ")]
+    pub from: Option<u64>,
+    /// How many of the newest matching records to show first.
+    #[arg(long, short = 'n', default_value_t = 20)]
+    pub lines: usize,
+    /// One JSON object per line, exactly as stored.
+    #[arg(long)]
+    pub json: bool,
+    /// The gateway's state directory [default: $XDG_STATE_HOME/axp]; records are in DIR/audit.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+pub fn run(cmd: AuditCommand) -> Result<i32> {
+    match cmd {
+        AuditCommand::Verify(a) => verify(a),
+        AuditCommand::Tail(a) => tail(a),
+    }
+}
+
+fn audit_dir(state_dir: Option<PathBuf>) -> PathBuf {
+    state_dir
+        .unwrap_or_else(crate::commands::serve::default_state_dir)
+        .join("audit")
+}
+
+fn verify(a: VerifyArgs) -> Result<i32> {
+    let dir = audit_dir(a.state_dir);
+    if !dir.is_dir() {
+        bail!(
+            "no audit log at {}\nhint: pass the gateway's --state-dir; the log is created when the gateway first starts",
+            dir.display()
+        );
+    }
+    match axp_audit::verify(&dir) {
+        Ok(report) => {
+            if a.json {
+                let mut v = serde_json::to_value(&report)?;
+                v["ok"] = true.into();
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                println!("{report}");
+                println!(
+                    "hint: keep the last hash somewhere this host cannot write; a later verify that ends in a different history means the whole directory was rewritten"
+                );
+            }
+            Ok(0)
+        }
+        Err(e) => {
+            if a.json {
+                let mut v = serde_json::json!({"ok": false, "error": e.to_string()});
+                if let axp_audit::VerifyError::BadRecord {
+                    seq, file, line, ..
+                } = &e
+                {
+                    v["seq"] = (*seq).into();
+                    v["file"] = file.display().to_string().into();
+                    v["line"] = (*line).into();
+                }
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                println!("audit log FAILED verification: {e}");
+            }
+            Ok(1)
+        }
+    }
+}
+
+fn tail(a: TailArgs) -> Result<i32> {
+    let dir = audit_dir(a.state_dir.clone());
+    if !dir.is_dir() && !a.follow {
+        bail!(
+            "no audit log at {}\nhint: pass the gateway's --state-dir",
+            dir.display()
+        );
+    }
+    let filter = Filter {
+        session: a.session.clone(),
+        kinds: a
+            .kind
+            .iter()
+            .map(|k| k.parse::<Kind>().unwrap_or_else(|e| match e {}))
+            .collect(),
+    };
+    // Without --from, find where the last N matching records start with one pass over the log.
+    let from = match a.from {
+        Some(f) => f,
+        None => {
+            let mut last: VecDeque<u64> = VecDeque::with_capacity(a.lines + 1);
+            for r in axp_audit::tail(&dir, 0, filter.clone()) {
+                last.push_back(r?.seq);
+                if last.len() > a.lines {
+                    last.pop_front();
+                }
+            }
+            match last.front() {
+                Some(&s) => s,
+                // Nothing matched yet (or --lines 0): start after the current end.
+                None => next_seq(&dir)?,
+            }
+        }
+    };
+    let records: Box<dyn Iterator<Item = Result<Record, axp_audit::AuditError>>> = if a.follow {
+        Box::new(axp_audit::follow(
+            &dir,
+            from,
+            filter,
+            Duration::from_millis(200),
+        ))
+    } else {
+        Box::new(axp_audit::tail(&dir, from, filter))
+    };
+    for r in records {
+        let r = r?;
+        if a.json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            println!("{}", human(&r));
+        }
+    }
+    Ok(0)
+}
+
+/// The sequence number after the last record (0 for an empty or absent log).
+fn next_seq(dir: &Path) -> Result<u64> {
+    let mut next = 0;
+    for r in axp_audit::tail(dir, 0, Filter::default()) {
+        next = r?.seq + 1;
+    }
+    Ok(next)
+}
+
+fn human(r: &Record) -> String {
+    format!(
+        "#{:<6} {}  {:<17} {:<24} {:<10} {}",
+        r.seq,
+        utc(r.ts_ms),
+        r.kind.as_str(),
+        r.session.as_deref().unwrap_or("-"),
+        r.actor,
+        r.detail
+    )
+}
+
+/// RFC 3339 UTC time from ms since the epoch. Hand-rolled (Howard Hinnant's civil-from-days)
+/// to avoid a date crate for one line of output.
+fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc;
+
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(utc(1_795_910_400_000), "2026-11-29T00:00:00.000Z");
+    }
+}
