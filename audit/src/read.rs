@@ -63,6 +63,9 @@ pub struct Head {
 pub(crate) fn read_head(dir: &Path) -> Result<Option<Head>, AuditError> {
     let path = dir.join(HEAD_FILE);
     match std::fs::read_to_string(&path) {
+        // An empty HEAD (created by a writer that has not appended yet) anchors nothing, exactly
+        // like a missing one.
+        Ok(text) if text.trim().is_empty() => Ok(None),
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| AuditError::BadHead {

@@ -129,6 +129,20 @@ fn appended_records_verify_and_tail() {
 }
 
 #[test]
+fn a_fresh_log_verifies_empty_and_head_is_fixed_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path()).unwrap();
+    let report = verify(dir.path()).unwrap();
+    assert_eq!((report.records, report.head), (0, None));
+    assert_eq!(report.last_hash, axp_audit::GENESIS_HASH);
+    log.append(Kind::SessionOpen, Some("s"), "operator", json!({}))
+        .unwrap();
+    let head = std::fs::read(dir.path().join("HEAD")).unwrap();
+    assert_eq!(head.len(), 128);
+    assert_eq!(verify(dir.path()).unwrap().head.unwrap().seq, 0);
+}
+
+#[test]
 fn an_edited_field_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let seg = log_with(dir.path(), 6);
