@@ -269,13 +269,24 @@ impl AuditLog {
                         ),
                     });
                 }
-                if let Some(Head { seq, .. }) = head
-                    && seq >= next_seq
-                {
-                    return Err(AuditError::HeadAhead {
-                        head_seq: seq,
-                        last_seq: next_seq.checked_sub(1),
-                    });
+                if let Some(Head { seq, hash }) = &head {
+                    if *seq >= next_seq {
+                        return Err(AuditError::HeadAhead {
+                            head_seq: *seq,
+                            last_seq: next_seq.checked_sub(1),
+                        });
+                    }
+                    // The one check `open` can make cheaply that catches an edit of the last
+                    // record with its hash recomputed.
+                    if *seq + 1 == next_seq && *hash != last_hash {
+                        return Err(AuditError::Corrupt {
+                            path: path.clone(),
+                            line: 0,
+                            reason: format!(
+                                "record {seq} does not have the hash HEAD anchors: it was edited"
+                            ),
+                        });
+                    }
                 }
                 (
                     open_segment(path, false)?,

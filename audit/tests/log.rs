@@ -257,6 +257,11 @@ fn an_edit_of_the_last_record_with_its_hash_recomputed_is_caught_by_head() {
         Err(VerifyError::HeadMismatch { seq: 5 }) => {}
         other => panic!("{other:?}"),
     }
+    // The writer refuses to continue such a chain too.
+    match AuditLog::open(dir.path()) {
+        Err(AuditError::Corrupt { reason, .. }) => assert!(reason.contains("HEAD"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
     // Deleting HEAD to hide it is itself reported.
     std::fs::remove_file(dir.path().join("HEAD")).unwrap();
     match verify(dir.path()) {

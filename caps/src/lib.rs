@@ -31,10 +31,12 @@
 //! chain revokes the token, so revoking a parent revokes all of its descendants.
 
 mod key;
+mod revocations;
 mod token;
 mod verify;
 
 pub use key::{KEY_FILE_NAME, KeyError, load_or_create_root_key, load_root_key};
+pub use revocations::{REVOCATIONS_FILE_NAME, RevocationError};
 pub use token::{
     AttenuateError, InspectBlock, Inspection, MAX_BLOCKS, MAX_TOKEN_LEN, Minter, TOKEN_PREFIX,
     Token, TokenError, attenuate, inspect,

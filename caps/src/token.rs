@@ -328,6 +328,11 @@ pub(crate) fn decode_blocks(raw: Vec<Vec<u8>>, tag: [u8; 32]) -> Result<Token, T
     for (i, r) in raw.iter().enumerate() {
         let b: Block = serde_json::from_slice(r)
             .map_err(|e| TokenError::Malformed(format!("block {i} is not a valid block: {e}")))?;
+        if !crate::revocations::is_token_id(&b.id) {
+            return Err(TokenError::Malformed(format!(
+                "block {i} has an id that is not 32 hex digits"
+            )));
+        }
         if i == 0 && (b.sid.is_none() || b.kid.is_none()) {
             return Err(TokenError::Malformed(
                 "block 0 names no session or key".to_string(),

@@ -9,8 +9,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
 use axp_caps::{
-    AttenuateError, KEY_FILE_NAME, KeyError, MAX_BLOCKS, Minter, Token, TokenError, Verifier,
-    attenuate, inspect, load_or_create_root_key,
+    AttenuateError, KEY_FILE_NAME, KeyError, MAX_BLOCKS, Minter, REVOCATIONS_FILE_NAME,
+    RevocationError, Token, TokenError, Verifier, attenuate, inspect, load_or_create_root_key,
+    load_root_key,
 };
 use axp_protocol::{Capability, CapabilitySet};
 use base64::Engine;
@@ -309,6 +310,12 @@ fn hand_crafted_widening_blocks_with_valid_macs_are_refused() {
         verifier.verify(&rebind, NOW),
         Err(TokenError::Malformed(_))
     ));
+    // Ids must look like ids (they go into the revocation list).
+    let bad_id = append_raw_block(&s, r#"{"id":"x\ny","exp":1,"caps":[]}"#);
+    assert!(matches!(
+        verifier.verify(&bad_id, NOW),
+        Err(TokenError::Malformed(_))
+    ));
     // Unknown fields are refused, never ignored.
     let unknown = append_raw_block(
         &s,
@@ -433,6 +440,35 @@ fn revoking_a_parent_revokes_its_children_and_not_the_reverse() {
 }
 
 #[test]
+fn durable_revocations_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(REVOCATIONS_FILE_NAME);
+    let verifier = Verifier::new(KEY);
+    assert_eq!(verifier.load_revocations(&path).unwrap(), 0, "no file yet");
+    let root = mint();
+    let child = root.attenuate(&caps(&["proc.spawn"]), None).unwrap();
+    assert!(verifier.revoke_durably(&path, child.token_id()).unwrap());
+    assert!(!verifier.revoke_durably(&path, child.token_id()).unwrap());
+    assert!(matches!(
+        verifier.revoke_durably(&path, "not-an-id\nX"),
+        Err(RevocationError::InvalidId { .. })
+    ));
+    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
+    let restarted = Verifier::new(KEY);
+    assert_eq!(restarted.load_revocations(&path).unwrap(), 1);
+    assert!(matches!(
+        restarted.verify(&child.to_string(), NOW),
+        Err(TokenError::Revoked { .. })
+    ));
+    assert!(restarted.verify(&root.to_string(), NOW).is_ok());
+    std::fs::write(&path, "zzz\n").unwrap();
+    assert!(matches!(
+        restarted.load_revocations(&path),
+        Err(RevocationError::InvalidId { .. })
+    ));
+}
+
+#[test]
 fn a_token_from_another_session_is_refused() {
     let verifier = Verifier::new(KEY);
     let s = mint()
@@ -542,6 +578,12 @@ fn the_root_key_file_is_private_stable_and_checked() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     assert_eq!(load_or_create_root_key(&state).unwrap(), k1);
+    assert_eq!(load_root_key(&state).unwrap(), k1);
+    assert!(matches!(
+        load_root_key(&dir.path().join("elsewhere")),
+        Err(KeyError::Io { .. })
+    ));
+    assert!(!dir.path().join("elsewhere").exists(), "load never creates");
     assert_ne!(k1, [0; 32]);
     // Minted with the loaded key, verified with it after a "restart".
     let t = Minter::new(k1).mint("s", &caps(&["proc.spawn"]), EXP);
