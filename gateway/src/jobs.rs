@@ -219,9 +219,6 @@ impl Jobs {
                 tracing::error!(job = job_id, error = %e, "cannot record the job's end");
             }
         }
-        if let Err(e) = sink.log.sync() {
-            tracing::error!(job = job_id, error = %e, "cannot sync the job log");
-        }
         lock(&self.live).remove(job_id);
         self.metrics.jobs_running.add(-1);
     }
@@ -252,7 +249,7 @@ impl Jobs {
         if let Some(l) = lock(&self.live).get(job_id) {
             return *l.next_seq.borrow();
         }
-        self.store.log(job_id).map(|l| l.next_seq()).unwrap_or(0)
+        self.store.log_reader(job_id).and_then(|mut l| l.next_seq()).unwrap_or(0)
     }
 
     /// Events from `from_seq`, waiting up to `wait` for the first one if there is none yet.

@@ -65,6 +65,8 @@ pub async fn fleet(
 ) -> Result<Vec<Mount>> {
     let extra = &settings.sandbox.extra_read;
     let mut mounts = Vec::new();
+    // Servers start concurrently: one slow server must not delay the others.
+    let mut starting: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = Mount> + Send>>> = Vec::new();
     for s in &fleet.servers {
         let transport = match &s.transport {
             Transport::Stdio {

@@ -42,12 +42,18 @@ fn push(out: &mut Vec<String>, cur: &mut String) {
 
 /// A deliberately light stemmer (plural and -ing/-ed endings) so `files` finds `file`.
 fn stem(w: &str) -> String {
-    for suf in ["ing", "ed", "es", "s"] {
-        if w.len() > suf.len() + 2 {
-            if let Some(base) = w.strip_suffix(suf) {
-                return base.to_string();
-            }
-        }
+    let n = w.len();
+    if n > 5 && w.ends_with("ing") {
+        return w[..n - 3].to_string();
+    }
+    if n > 4 && w.ends_with("ed") {
+        return w[..n - 2].to_string();
+    }
+    if n > 4 && w.ends_with("es") && ["s", "x", "z", "ch", "sh"].iter().any(|e| w[..n - 2].ends_with(e)) {
+        return w[..n - 2].to_string();
+    }
+    if n > 3 && w.ends_with('s') && !w.ends_with("ss") {
+        return w[..n - 1].to_string();
     }
     w.to_string()
 }

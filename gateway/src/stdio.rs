@@ -29,7 +29,7 @@ pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
     // Server-wide notifications (list_changed) go to this client too.
     let mut notes = gw.notify.subscribe();
     let note_tx = out_tx.clone();
-    tokio::spawn(async move {
+    let notes_task = tokio::spawn(async move {
         while let Ok(n) = notes.recv().await {
             if note_tx.send(n.to_string()).is_err() {
                 break;
@@ -100,6 +100,8 @@ pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
             }
         });
     }
+    // stdin closed: stop forwarding notifications so the writer can drain and end.
+    notes_task.abort();
     drop(out_tx);
     let _ = writer.await;
     Ok(())

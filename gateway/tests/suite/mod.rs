@@ -1,0 +1,226 @@
+//! Shared harness: fixture paths, a running gateway process, and a tiny JSON-RPC client.
+
+pub mod bad_input;
+pub mod fleet;
+pub mod jobs;
+pub mod mcp_clients;
+pub mod sessions;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+pub fn axp() -> &'static str {
+    env!("CARGO_BIN_EXE_axp")
+}
+
+pub fn need(p: PathBuf) -> String {
+    assert!(
+        p.exists(),
+        "{} is missing: install the test fixtures first (bash .ci/install-fixtures, or see README: Testing)",
+        p.display()
+    );
+    p.to_string_lossy().into_owned()
+}
+
+pub fn everything_js() -> String {
+    need(repo().join("tests/fixtures/node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
+}
+
+pub fn venv_bin(name: &str) -> String {
+    need(repo().join(".venv/bin").join(name))
+}
+
+/// A fleet config with server-everything and mcp-server-time (and optionally more servers).
+pub fn write_fleet(dir: &Path, extra: Value) -> PathBuf {
+    let mut servers = json!({
+        "everything": {"command": "node", "args": [everything_js()]},
+        "time": {"command": venv_bin("mcp-server-time"), "args": ["--local-timezone", "UTC"]}
+    });
+    if let (Some(s), Some(e)) = (servers.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    let path = dir.join("fleet.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&json!({"mcpServers": servers})).unwrap()).unwrap();
+    path
+}
+
+/// A running `axp serve`. Killed on drop.
+pub struct Gw {
+    pub child: Child,
+    pub url: String,
+    pub base: String,
+    pub state: PathBuf,
+    pub workspace: PathBuf,
+    pub stderr: mpsc::Receiver<String>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Drop for Gw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct GwBuilder {
+    args: Vec<String>,
+    state: Option<PathBuf>,
+    workspace: Option<PathBuf>,
+}
+
+pub fn gateway() -> GwBuilder {
+    GwBuilder { args: Vec::new(), state: None, workspace: None }
+}
+
+impl GwBuilder {
+    pub fn arg(mut self, a: impl Into<String>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+    pub fn fleet(self, p: &Path) -> Self {
+        self.arg("--mcp-config").arg(p.to_string_lossy())
+    }
+    pub fn state(mut self, p: &Path) -> Self {
+        self.state = Some(p.to_path_buf());
+        self
+    }
+    pub fn workspace(mut self, p: &Path) -> Self {
+        self.workspace = Some(p.to_path_buf());
+        self
+    }
+
+    pub fn start(self) -> Gw {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = self.state.clone().unwrap_or_else(|| tmp.path().join("state"));
+        let workspace = self.workspace.clone().unwrap_or_else(|| {
+            let w = tmp.path().join("ws");
+            std::fs::create_dir_all(&w).unwrap();
+            w
+        });
+        let mut child = Command::new(axp())
+            .arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--state-dir")
+            .arg(&state)
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(&self.args)
+            .env("XDG_STATE_HOME", tmp.path().join("xdg"))
+            .env("AXP_LOG", "axp=info,axp_providers=info,warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut seen = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let line = rx
+                .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+                .unwrap_or_else(|_| panic!("the gateway did not start:\n{}", seen.join("\n")));
+            if let Some(rest) = line.split("on http://").nth(1) {
+                let base = format!("http://{}", rest.split('/').next().unwrap());
+                return Gw {
+                    child,
+                    url: format!("{base}/axp"),
+                    base,
+                    state,
+                    workspace,
+                    stderr: rx,
+                    _tmp: Some(tmp),
+                };
+            }
+            seen.push(line);
+        }
+    }
+}
+
+/// A JSON-RPC client with an optional session.
+pub struct Rpc {
+    pub http: reqwest::Client,
+    pub url: String,
+    pub session: Option<(String, String)>,
+    id: i64,
+}
+
+impl Rpc {
+    pub fn new(url: &str) -> Self {
+        Self { http: reqwest::Client::new(), url: url.to_string(), session: None, id: 0 }
+    }
+
+    /// Opens a session with the given params and keeps it for later calls.
+    pub async fn open(url: &str, params: Value) -> Self {
+        let mut r = Self::new(url);
+        let res = r.ok("session.open", params).await;
+        r.session = Some((res["session_id"].as_str().unwrap().into(), res["cap_token"].as_str().unwrap().into()));
+        r
+    }
+
+    /// The whole JSON-RPC response.
+    pub async fn raw(&mut self, method: &str, params: Value) -> Value {
+        self.id += 1;
+        let mut req = self.http.post(&self.url).json(&json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params}));
+        if let Some((s, t)) = &self.session {
+            req = req.header("Mcp-Session-Id", s).header("Axp-Capability", t);
+        }
+        req.send().await.unwrap().json().await.unwrap()
+    }
+
+    pub async fn ok(&mut self, method: &str, params: Value) -> Value {
+        let r = self.raw(method, params.clone()).await;
+        assert!(r.get("error").is_none(), "{method} {params} failed: {r}");
+        r["result"].clone()
+    }
+
+    /// The error code of a call that must fail.
+    pub async fn err(&mut self, method: &str, params: Value) -> (i64, Value) {
+        let r = self.raw(method, params.clone()).await;
+        let e = r.get("error").unwrap_or_else(|| panic!("{method} {params} should fail, got {r}"));
+        (e["code"].as_i64().unwrap(), e.clone())
+    }
+
+    /// Follows a job to its end and returns every event.
+    pub async fn events(&mut self, job: &str, from: u64) -> Vec<Value> {
+        let mut seq = from;
+        let mut all = Vec::new();
+        for _ in 0..600 {
+            let r = self.ok("job.attach", json!({"job_id": job, "from_seq": seq, "wait_ms": 5000})).await;
+            all.extend(r["events"].as_array().unwrap().iter().cloned());
+            seq = r["next_seq"].as_u64().unwrap();
+            if r["done"].as_bool() == Some(true) {
+                return all;
+            }
+        }
+        panic!("job {job} did not end");
+    }
+}
+
+/// Text of all stdout events.
+pub fn stdout_of(events: &[Value]) -> String {
+    events.iter().filter(|e| e["kind"] == "stdout").map(|e| e["data"].as_str().unwrap()).collect()
+}
+
+pub fn exit_of(events: &[Value]) -> Value {
+    events.iter().find(|e| e["kind"] == "exit").cloned().unwrap_or(Value::Null)
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs everything the test suite runs against, at pinned versions, into the repository:
+# real MCP servers from npm (tests/fixtures/package-lock.json) and PyPI (requirements files with
+# ==), the SARIF validator the lint tests use, and the wasm32-wasip2 target plus the example
+# plugins. Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need() { command -v "$1" >/dev/null 2>&1; }
+
+if ! need node || ! need npm || ! need git || ! need curl || ! need setpriv; then
+  if need apt-get; then
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends nodejs npm git curl util-linux ca-certificates >/dev/null
+  else
+    echo "install node, npm, git, curl and util-linux (setpriv) first" >&2
+    exit 1
+  fi
+fi
+
+npm ci --prefix tests/fixtures --no-audit --no-fund --loglevel=error
+
+venv() { # venv DIR REQUIREMENTS
+  if [ ! -x "$1/bin/python" ]; then
+    python3 -m venv "$1"
+  fi
+  "$1/bin/pip" install -q --disable-pip-version-check -r "$2"
+}
+venv .venv tests/fixtures/requirements.txt
+# mcp-server-everything-wrong needs the 1.x SDK, which cannot share a venv with the others.
+venv .venv-wrong lint/tests/fixtures/requirements-everything-wrong.txt
+
+if [ -f lint/tests/sarif-validator/package-lock.json ]; then
+  npm ci --prefix lint/tests/sarif-validator --no-audit --no-fund --loglevel=error
+fi
+
+if [ -x plugins/build-examples.sh ]; then
+  plugins/build-examples.sh
+fi
