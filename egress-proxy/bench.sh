@@ -62,7 +62,7 @@ SQUID=127.0.0.1:$SQPORT
 run() { "$BIN/examples/bench_client" "bench.test:$PORT" "$ORIGIN" "$1" "$2" direct "$AXP" "$SQUID"; }
 run /1k 50 >/dev/null   # warm-up (connections, resolver caches)
 SMALL=$(run /1k "$N")
-BIG=$(run /100m 3)
+BIG=$(run /100m 5)
 python3 - "$SMALL" "$BIG" <<'PY'
 import json, sys
 small = [json.loads(l) for l in sys.argv[1].splitlines()]

@@ -122,6 +122,7 @@ struct Shared {
     permits: Arc<Semaphore>,
     bytes_used: AtomicU64,
     conn_seq: AtomicU64,
+    dns_cache: std::sync::Mutex<std::collections::HashMap<String, (Vec<IpAddr>, Instant)>>,
 }
 
 /// Binds every listener in `config` and runs until `shutdown` completes.
@@ -217,6 +218,7 @@ impl Proxy {
                 permits,
                 bytes_used: AtomicU64::new(0),
                 conn_seq: AtomicU64::new(0),
+                dns_cache: std::sync::Mutex::default(),
             }),
         })
     }
@@ -697,20 +699,10 @@ impl Shared {
         let ips: Vec<IpAddr> = match &target.host {
             Host::Ip(ip) => vec![*ip],
             Host::Name(n) => {
-                let fqdn = format!("{n}.");
-                let looked = tokio::time::timeout(
-                    self.cfg.connect_timeout,
-                    self.resolver.lookup_ip(fqdn.as_str()),
-                )
-                .await;
-                match looked {
-                    Err(_) => {
-                        return Err(refuse("resolve_failed", format!("resolving {n} timed out")));
-                    }
-                    Ok(Err(e)) => {
-                        return Err(refuse("resolve_failed", format!("resolving {n}: {e}")));
-                    }
-                    Ok(Ok(l)) => l.iter().collect(),
+                if let Some(ips) = self.cached(n) {
+                    ips
+                } else {
+                    self.resolve(n).await?
                 }
             }
         };
@@ -750,6 +742,45 @@ impl Shared {
             }
         }
         Err(refuse("upstream_failed", last))
+    }
+
+    /// A still-valid answer for `name` from this instance's small TTL-bounded cache (in front of
+    /// hickory's, which costs more per hit). A TTL of 0 is never cached.
+    fn cached(&self, name: &str) -> Option<Vec<IpAddr>> {
+        let cache = self.dns_cache.lock().ok()?;
+        let (ips, until) = cache.get(name)?;
+        (*until > Instant::now()).then(|| ips.clone())
+    }
+
+    /// One lookup (the absolute name: no search domains), remembered until its TTL runs out.
+    async fn resolve(&self, name: &str) -> Result<Vec<IpAddr>, Refuse> {
+        let fqdn = format!("{name}.");
+        let looked = tokio::time::timeout(
+            self.cfg.connect_timeout,
+            self.resolver.lookup_ip(fqdn.as_str()),
+        )
+        .await;
+        let lookup = match looked {
+            Err(_) => {
+                return Err(refuse(
+                    "resolve_failed",
+                    format!("resolving {name} timed out"),
+                ));
+            }
+            Ok(Err(e)) => return Err(refuse("resolve_failed", format!("resolving {name}: {e}"))),
+            Ok(Ok(l)) => l,
+        };
+        let ips: Vec<IpAddr> = lookup.iter().collect();
+        let until = lookup.valid_until();
+        if until > Instant::now()
+            && let Ok(mut cache) = self.dns_cache.lock()
+        {
+            if cache.len() >= 4096 {
+                cache.clear();
+            }
+            cache.insert(name.to_string(), (ips.clone(), until));
+        }
+        Ok(ips)
     }
 
     /// Takes up to `n` bytes from the session's budget; returns how many were granted.
