@@ -216,6 +216,32 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// The allow rules of a session's or provider's grants: every `net.connect(..)` capability
+    /// becomes one rule; other capabilities are ignored. No deny rules, no waivers.
+    pub fn from_grants<'a>(
+        grants: impl IntoIterator<Item = &'a Capability>,
+    ) -> Result<Policy, RuleError> {
+        let mut allow = Vec::new();
+        for g in grants {
+            if let Capability::NetConnect { host, port } = g {
+                let text = match port {
+                    Some(p) => format!("{host}:{p}"),
+                    None => host.clone(),
+                };
+                allow.push(text.parse()?);
+            }
+        }
+        Ok(Policy {
+            allow,
+            ..Policy::default()
+        })
+    }
+
+    /// The allow rules as strings, in the form the binary's `--allow` takes.
+    pub fn allow_args(&self) -> Vec<String> {
+        self.allow.iter().map(ToString::to_string).collect()
+    }
+
     /// Checks a requested target against the rules. Returns the allow rule that matched.
     pub fn check_target(&self, t: &Target) -> Result<&Rule, Denial> {
         if let Some(d) = self.deny.iter().find(|r| r.matches(t)) {
@@ -318,6 +344,28 @@ mod tests {
             p.check_addr("::ffff:10.0.0.5".parse().unwrap(), 80)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn session_grants_become_rules() {
+        let caps = axp_protocol::CapabilitySet::parse_all(&[
+            "net.connect(api.example.test:443)",
+            "net.connect(*.cdn.test)",
+            "net.connect([2001:db8::1]:8443)",
+            "proc.spawn",
+        ])
+        .unwrap();
+        let p = Policy::from_grants(&caps.0).unwrap();
+        assert_eq!(
+            p.allow_args(),
+            ["api.example.test:443", "*.cdn.test", "[2001:db8::1]:8443"]
+        );
+        assert_eq!(
+            check(&p, "api.example.test:443"),
+            Ok("api.example.test:443".into())
+        );
+        assert_eq!(check(&p, "api.example.test:80"), Err("port_not_granted"));
+        assert!(check(&p, "[2001:db8::1]:8443").is_ok());
     }
 
     #[test]
