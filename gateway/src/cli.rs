@@ -33,6 +33,12 @@ pub enum Command {
     /// Inspect or use the kernel sandbox directly.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Inspect capability tokens.
+    #[command(subcommand)]
+    Token(crate::commands::token::TokenCommand),
+    /// Verify or read the tamper-evident audit log.
+    #[command(subcommand)]
+    Audit(crate::commands::audit::AuditCommand),
 }
 
 #[derive(Debug, Subcommand)]

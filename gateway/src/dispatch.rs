@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axp_audit::{AuditLog, Kind, digest_json};
 use axp_protocol::jsonrpc::{Id, Incoming, Notification, Request, Response};
 use axp_protocol::methods::{
     CommandSpec, DescribeParams, IndexParams, JobAttachParams, JobEventKind, JobRef,
@@ -72,6 +73,7 @@ pub struct Gateway {
     /// Server-wide notifications (`notifications/tools/list_changed`) for every connected client.
     pub notify: broadcast::Sender<Value>,
     pub options: Options,
+    pub audit: AuditLog,
     /// MCP request ids of running `tools/call`s, so `notifications/cancelled` finds their job.
     inflight: Mutex<HashMap<(String, String), String>>,
 }
@@ -85,6 +87,7 @@ impl Gateway {
         jobs: Jobs,
         metrics: Arc<Metrics>,
         options: Options,
+        audit: AuditLog,
     ) -> Self {
         let (notify, _) = broadcast::channel(64);
         Self {
@@ -94,6 +97,7 @@ impl Gateway {
             metrics,
             notify,
             options,
+            audit,
             inflight: Mutex::new(HashMap::new()),
         }
     }
@@ -112,9 +116,20 @@ impl Gateway {
             Incoming::Request(req) => {
                 self.metrics.requests.inc();
                 let id = req.id.clone();
+                let method = req.method.clone();
                 let r = self.call(req, ctx).await;
-                if r.is_err() {
+                if let Err(e) = &r {
                     self.metrics.request_errors.inc();
+                    if e.kind() == Some(ErrorCode::CapabilityDenied) {
+                        let session = ctx.session_id.clone().or_else(|| ctx.opened_session());
+                        let detail = json!({"method": method, "missing": e.data.as_ref().and_then(|d| d.get("missing")), "reason": e.reason()});
+                        if let Err(ae) = self
+                            .audit(Kind::CapabilityDenied, session.as_deref(), detail)
+                            .await
+                        {
+                            return Some(Response::err(id, ae));
+                        }
+                    }
                 }
                 Some(Response::from_result(id, r))
             }
@@ -154,8 +169,12 @@ impl Gateway {
             "tools/call" => self.tools_call(&req.id, &p, ctx).await,
             "session.open" => {
                 let params: SessionOpenParams = params(&p)?;
-                let r = self.sessions.open(params)?;
+                let r = self.sessions.open(params, false)?;
                 self.metrics.sessions_opened.inc();
+                self.audit(Kind::SessionOpen, Some(&r.session_id), json!({
+                    "workspace": r.workspace, "tier": r.granted_tier, "capabilities": r.capabilities, "via": "session.open"
+                }))
+                .await?;
                 *ctx.opened
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner) =
@@ -166,7 +185,38 @@ impl Gateway {
             "session.close" => {
                 let s = self.session(&p, ctx)?;
                 self.sessions.close(&s.id)?;
+                self.audit(
+                    Kind::SessionClose,
+                    Some(&s.id),
+                    json!({"token_root": s.token_root}),
+                )
+                .await?;
                 Ok(json!({}))
+            }
+            "cap.attenuate" => {
+                let parent = p
+                    .get("cap_token")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .or_else(|| ctx.token.clone())
+                    .ok_or_else(|| {
+                        RpcError::invalid_params("`cap_token` (the parent token) is required")
+                    })?;
+                let caps: Vec<String> = match p.get("capabilities") {
+                    Some(v) => serde_json::from_value(v.clone()).map_err(|_| {
+                        RpcError::invalid_params("`capabilities` must be an array of strings")
+                    })?,
+                    None => return Err(RpcError::invalid_params("`capabilities` is required")),
+                };
+                let ttl = p.get("ttl_s").and_then(Value::as_u64);
+                let (child, parent_v) = self.sessions.attenuate(&parent, &caps, ttl)?;
+                self.audit(
+                    Kind::TokenAttenuate,
+                    Some(&parent_v.session_id),
+                    json!({"parent": parent_v.token_id, "capabilities": caps}),
+                )
+                .await?;
+                Ok(json!({"cap_token": child, "capabilities": caps}))
             }
             "axp.index" => {
                 let s = self.session_or_default(&p, ctx)?;
@@ -254,41 +304,44 @@ impl Gateway {
             .and_then(Value::as_str)
             .map(str::to_string)
             .or_else(|| ctx.session_id.clone())
-            .or_else(|| ctx.opened_session())
-            .ok_or_else(|| {
-                RpcError::new(
-                    ErrorCode::UnknownSession,
-                    "this method needs a session: open one with `session.open` (or MCP `initialize`) and send its id as `session_id` or the `Mcp-Session-Id` header",
-                )
-            })?;
+            .or_else(|| ctx.opened_session());
         let token = p
             .get("cap_token")
             .and_then(Value::as_str)
             .map(str::to_string)
             .or_else(|| ctx.token.clone());
-        self.sessions.authenticate(&id, token.as_deref())
+        if id.is_none() && token.is_none() {
+            return Err(RpcError::new(
+                ErrorCode::UnknownSession,
+                "this method needs a session: open one with `session.open` (or MCP `initialize`) and send its token as `cap_token` or the `Axp-Capability` header",
+            ));
+        }
+        self.sessions.authenticate(id.as_deref(), token.as_deref())
     }
 
     /// Like [`Gateway::session`], but a request without any session gets a fresh session with
     /// the operator's default profile (MCP's stateless mode).
     fn session_or_default(&self, p: &Value, ctx: &Ctx) -> Result<Arc<Session>, RpcError> {
         let named = p.get("session_id").is_some()
+            || p.get("cap_token").is_some()
             || ctx.session_id.is_some()
+            || ctx.token.is_some()
             || ctx.opened_session().is_some();
         if named {
             return self.session(p, ctx);
         }
-        let r = self.sessions.open(SessionOpenParams {
+        let params = SessionOpenParams {
             workspace: None,
             sandbox_tier: None,
             capabilities: None,
             ttl_s: Some(600),
-        })?;
+        };
+        let r = self.sessions.open(params, true)?;
         *ctx.opened
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.session_id.clone());
         self.sessions
-            .authenticate(&r.session_id, Some(&r.cap_token))
+            .authenticate(Some(&r.session_id), Some(&r.cap_token))
     }
 
     fn initialize(&self, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
@@ -303,19 +356,27 @@ impl Gateway {
         };
         // Over stdio the connection already has its session; over HTTP each initialize opens one.
         let existing = ctx.session_id.clone().or_else(|| ctx.opened_session());
-        let session = match existing.and_then(|id| self.sessions.authenticate(&id, None).ok()) {
+        let session = match existing.and_then(|id| {
+            self.sessions
+                .authenticate(Some(&id), ctx.token.as_deref())
+                .ok()
+        }) {
             Some(s) => s,
             None => {
-                let r = self
-                    .sessions
-                    .open(SessionOpenParams::default_for_initialize())?;
+                let params = SessionOpenParams {
+                    workspace: None,
+                    sandbox_tier: None,
+                    capabilities: None,
+                    ttl_s: None,
+                };
+                let r = self.sessions.open(params, true)?;
                 self.metrics.sessions_opened.inc();
                 *ctx.opened
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner) =
                     Some(r.session_id.clone());
                 self.sessions
-                    .authenticate(&r.session_id, Some(&r.cap_token))?
+                    .authenticate(Some(&r.session_id), Some(&r.cap_token))?
             }
         };
         Ok(json!({
@@ -421,7 +482,14 @@ impl Gateway {
         let progress_token = p.get("_meta").and_then(|m| m.get("progressToken")).cloned();
         let spec =
             json!({"tool": name, "arguments": arguments, "origin": "mcp", "request_id": req_id});
+        let digest = digest_json(&Value::Object(arguments.clone()));
         let job = self.start_tool_job(&s, &name, arguments, spec, None, None)?;
+        self.audit(
+            Kind::ToolCall,
+            Some(&s.id),
+            json!({"tool": name, "args_sha256": digest, "job_id": job.id, "via": "tools/call"}),
+        )
+        .await?;
         let key = (
             s.id.clone(),
             id_key(&serde_json::to_value(req_id).unwrap_or_default()),
@@ -552,16 +620,23 @@ impl Gateway {
         let job = if let Some(tool) = &params.tool {
             let arguments = params.arguments.clone().unwrap_or_default();
             let spec = json!({"tool": tool, "arguments": arguments, "origin": "axp"});
-            self.start_tool_job(
+            let digest = digest_json(&Value::Object(arguments.clone()));
+            let job = self.start_tool_job(
                 &s,
                 tool,
                 arguments,
                 spec,
                 params.idempotency_key.clone(),
                 timeout,
-            )?
+            )?;
+            let detail =
+                json!({"tool": tool, "args_sha256": digest, "job_id": job.id, "via": "job.start"});
+            self.audit(Kind::ToolCall, Some(&s.id), detail).await?;
+            job
         } else if let Some(command) = &params.command {
-            self.start_command(&s, command, &params, timeout)?
+            let job = self.start_command(&s, command, &params, timeout)?;
+            self.audit(Kind::Command, Some(&s.id), json!({"job_id": job.id, "command": job.spec.get("command"), "cwd": job.spec.get("cwd")})).await?;
+            job
         } else {
             return Err(RpcError::invalid_params(
                 "code-mode jobs are not available in this build yet; run the interpreter as a `command` instead",
@@ -694,11 +769,30 @@ impl Gateway {
 
     /// The session of an HTTP `GET` resume, checked like any request.
     pub fn resume_session(&self, ctx: &Ctx) -> Result<Arc<Session>, RpcError> {
-        let id = ctx
-            .session_id
-            .clone()
-            .ok_or_else(|| unknown_session("(none)"))?;
-        self.sessions.authenticate(&id, ctx.token.as_deref())
+        if ctx.session_id.is_none() && ctx.token.is_none() {
+            return Err(unknown_session("(none)"));
+        }
+        self.sessions
+            .authenticate(ctx.session_id.as_deref(), ctx.token.as_deref())
+    }
+
+    /// Appends one audit record and waits until it is durable; a request whose record cannot
+    /// be written fails rather than going unrecorded.
+    pub async fn audit(
+        &self,
+        kind: Kind,
+        session: Option<&str>,
+        detail: Value,
+    ) -> Result<(), RpcError> {
+        let log = self.audit.clone();
+        let session = session.map(str::to_string);
+        tokio::task::spawn_blocking(move || {
+            log.append(kind, session.as_deref(), "gateway", detail)
+        })
+        .await
+        .map_err(|e| crate::util::internal("writing the audit log", e))?
+        .map_err(|e| crate::util::internal("writing the audit log", e))?;
+        Ok(())
     }
 }
 

@@ -207,7 +207,7 @@ async fn attach_stream(gw: Arc<Gateway>, ctx: Ctx, req: axp_protocol::Request) -
             .or(ctx.token.clone());
         let s = gw
             .sessions
-            .authenticate(session_id.as_deref().unwrap_or(""), token.as_deref())?;
+            .authenticate(session_id.as_deref(), token.as_deref())?;
         Ok::<_, RpcError>((gw.jobs.get(&s.id, job_id)?, from))
     })();
     let (job, from) = match prepared {

@@ -249,7 +249,10 @@ impl Jobs {
         if let Some(l) = lock(&self.live).get(job_id) {
             return *l.next_seq.borrow();
         }
-        self.store.log_reader(job_id).and_then(|mut l| l.next_seq()).unwrap_or(0)
+        self.store
+            .log_reader(job_id)
+            .and_then(|mut l| l.next_seq())
+            .unwrap_or(0)
     }
 
     /// Events from `from_seq`, waiting up to `wait` for the first one if there is none yet.

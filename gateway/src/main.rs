@@ -34,15 +34,13 @@ fn main() -> ExitCode {
         axp_sandbox::exec_main(&args);
     }
     let cli = cli::Cli::parse();
-    if let cli::Command::Sandbox(cmd) = cli.command {
-        return match commands::sandbox::run(cmd) {
-            Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::from(2)
-            }
-        };
-    }
+    // Synchronous commands run without a runtime (`audit tail --follow` sleeps between polls).
+    let command = match cli.command {
+        cli::Command::Sandbox(cmd) => return exit(commands::sandbox::run(cmd)),
+        cli::Command::Token(cmd) => return exit(commands::token::run(cmd)),
+        cli::Command::Audit(cmd) => return exit(commands::audit::run(cmd)),
+        other => other,
+    };
     init_tracing(&cli.log_format);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -56,16 +54,21 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async move {
         use cli::Command::*;
-        match cli.command {
+        match command {
             Serve(a) => commands::serve::run(a).await.map(|()| 0),
             Index(a) => commands::client::index(a).await,
             Describe(a) => commands::client::describe(a).await,
             Call(a) => commands::client::call(a).await,
             Jobs(a) => commands::client::jobs(a).await,
             Attach(a) => commands::client::attach(a).await,
-            Sandbox(_) => Ok(0),
+            Sandbox(_) | Token(_) | Audit(_) => Ok(0),
         }
     });
+    exit(result)
+}
+
+/// The process exit code for a command's outcome: its own code, or 2 (could not run).
+fn exit(result: anyhow::Result<i32>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
         Err(e) => {

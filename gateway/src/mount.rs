@@ -66,7 +66,8 @@ pub async fn fleet(
     let extra = &settings.sandbox.extra_read;
     let mut mounts = Vec::new();
     // Servers start concurrently: one slow server must not delay the others.
-    let mut starting: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = Mount> + Send>>> = Vec::new();
+    let mut starting: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = Mount> + Send>>> =
+        Vec::new();
     for s in &fleet.servers {
         let transport = match &s.transport {
             Transport::Stdio {
@@ -93,14 +94,19 @@ pub async fn fleet(
         let mut cfg = McpConfig::new(ProviderId(s.name.clone()), transport);
         cfg.timeout = Duration::from_secs(s.timeout_s);
         cfg.restart = RestartPolicy::default();
-        let provider = McpProvider::start(cfg, launcher.clone()).await;
-        mounts.push(Mount {
-            provider,
-            kind: "mcp",
-            prefix: s.prefix,
-            approval_required: s.approval_required,
-        });
+        let launcher = launcher.clone();
+        let (prefix, approval_required) = (s.prefix, s.approval_required);
+        starting.push(Box::pin(async move {
+            let provider = McpProvider::start(cfg, launcher).await;
+            Mount {
+                provider,
+                kind: "mcp",
+                prefix,
+                approval_required,
+            }
+        }));
     }
+    mounts.extend(futures::future::join_all(starting).await);
     for st in &fleet.statics {
         let pol = policy(&st.sandbox, extra);
         let provider = Arc::new(

@@ -49,7 +49,12 @@ fn stem(w: &str) -> String {
     if n > 4 && w.ends_with("ed") {
         return w[..n - 2].to_string();
     }
-    if n > 4 && w.ends_with("es") && ["s", "x", "z", "ch", "sh"].iter().any(|e| w[..n - 2].ends_with(e)) {
+    if n > 4
+        && w.ends_with("es")
+        && ["s", "x", "z", "ch", "sh"]
+            .iter()
+            .any(|e| w[..n - 2].ends_with(e))
+    {
         return w[..n - 2].to_string();
     }
     if n > 3 && w.ends_with('s') && !w.ends_with("ss") {

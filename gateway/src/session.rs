@@ -3,18 +3,21 @@
 //! profile — a client may ask for less than the profile, never more. Records persist in the
 //! store, so sessions (and their jobs) survive a gateway restart.
 //!
-//! Tokens here are opaque random secrets bound to the session, stored only as a SHA-256 digest;
-//! the attenuable, offline-verifiable token format is issue 5's work and will replace them.
+//! Every session gets a capability token from `axp-caps` (an HMAC chain the holder can attenuate
+//! offline). A request that presents a token is held to that token's effective grants, so an
+//! attenuated token handed to a sub-agent carries strictly less. Sessions opened by MCP
+//! `initialize` are bearer-by-id (MCP clients know no token); sessions from `session.open`
+//! require their token on every request.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use axp_caps::{Minter, Token, Verifier};
 use axp_protocol::methods::{SandboxTier, SessionOpenParams, SessionOpenResult};
 use axp_protocol::{CapabilitySet, ErrorCode, RpcError};
 use axp_store::{SessionRecord, Store};
 use base64::Engine;
-use sha2::{Digest, Sha256};
 
 use crate::tiers::Tiers;
 use crate::util::now_ms;
@@ -37,19 +40,24 @@ pub struct Session {
     pub tier: SandboxTier,
     pub caps: CapabilitySet,
     pub expires_ms: u64,
-    token_digest: String,
+    /// The root token's id (revoked when the session closes).
+    pub token_root: Option<String>,
+    id_is_bearer: bool,
+}
+
+/// The keys that mint and verify tokens, and where revocations are kept.
+pub struct Auth {
+    pub minter: Minter,
+    pub verifier: Arc<Verifier>,
+    pub revocations: PathBuf,
 }
 
 pub struct Sessions {
     store: Store,
     profile: Profile,
     tiers: Arc<Tiers>,
+    auth: Auth,
     cache: RwLock<HashMap<String, Arc<Session>>>,
-}
-
-fn digest(token: &str) -> String {
-    let d = Sha256::digest(token.as_bytes());
-    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn random_b64(n: usize) -> String {
@@ -58,11 +66,12 @@ fn random_b64(n: usize) -> String {
 }
 
 impl Sessions {
-    pub fn new(store: Store, profile: Profile, tiers: Arc<Tiers>) -> Self {
+    pub fn new(store: Store, profile: Profile, tiers: Arc<Tiers>, auth: Auth) -> Self {
         Self {
             store,
             profile,
             tiers,
+            auth,
             cache: RwLock::new(HashMap::new()),
         }
     }
@@ -75,8 +84,13 @@ impl Sessions {
         &self.tiers
     }
 
-    /// `session.open`: grants the asked capabilities if the profile covers them.
-    pub fn open(&self, p: SessionOpenParams) -> Result<SessionOpenResult, RpcError> {
+    /// `session.open` (and MCP `initialize` with `id_is_bearer`): grants the asked capabilities
+    /// if the profile covers them, and mints the session's root token.
+    pub fn open(
+        &self,
+        p: SessionOpenParams,
+        id_is_bearer: bool,
+    ) -> Result<SessionOpenResult, RpcError> {
         let caps = match &p.capabilities {
             None => self.profile.capabilities.clone(),
             Some(list) => CapabilitySet::parse_all(list).map_err(|errs| {
@@ -103,15 +117,17 @@ impl Sessions {
             .min(self.profile.max_ttl_s)
             .max(1);
         let id = format!("s_{}", random_b64(16));
-        let token = format!("axp0.{}", random_b64(32));
         let now = now_ms();
+        let expires_ms = now + ttl * 1000;
+        let token = self.auth.minter.mint(&id, &caps, expires_ms);
         let session = Session {
             id: id.clone(),
             workspace: workspace.clone(),
             tier,
             caps: caps.clone(),
-            expires_ms: now + ttl * 1000,
-            token_digest: digest(&token),
+            expires_ms,
+            token_root: Some(token.root_id().to_string()),
+            id_is_bearer,
         };
         self.store
             .put_session(&SessionRecord {
@@ -122,7 +138,8 @@ impl Sessions {
                 created_ms: now,
                 expires_ms: session.expires_ms,
                 closed: false,
-                token_id: Some(session.token_digest.clone()),
+                token_id: session.token_root.clone(),
+                id_is_bearer,
             })
             .map_err(|e| crate::util::internal("storing a session", e))?;
         self.write_cache()
@@ -130,7 +147,7 @@ impl Sessions {
         Ok(SessionOpenResult {
             session_id: id,
             granted_tier: tier,
-            cap_token: token,
+            cap_token: token.to_string(),
             capabilities: caps.to_strings(),
             workspace: workspace.to_string_lossy().into_owned(),
             expires_at_ms: session.expires_ms,
@@ -169,53 +186,129 @@ impl Sessions {
         Ok(canon)
     }
 
-    /// Finds a session and checks its token (when presented), expiry and state.
-    pub fn authenticate(&self, id: &str, token: Option<&str>) -> Result<Arc<Session>, RpcError> {
-        let cached = self.read_cache().get(id).cloned();
-        let s = match cached {
-            Some(s) => s,
-            None => {
-                let rec = self
-                    .store
-                    .get_session(id)
-                    .map_err(|e| crate::util::internal("reading a session", e))?
-                    .filter(|r| !r.closed)
-                    .ok_or_else(|| unknown_session(id))?;
-                let tier = rec.tier.parse().map_err(RpcError::internal)?;
-                let caps = CapabilitySet::parse_all(&rec.capabilities).map_err(|_| {
-                    RpcError::internal("a stored session has unreadable capabilities")
-                })?;
-                let s = Arc::new(Session {
-                    id: rec.id.clone(),
-                    workspace: PathBuf::from(rec.workspace),
-                    tier,
-                    caps,
-                    expires_ms: rec.expires_ms,
-                    token_digest: rec.token_id.unwrap_or_default(),
-                });
-                self.write_cache().insert(rec.id, s.clone());
-                s
-            }
+    /// Authenticates a request. With a token, the token is verified (and must belong to `id`
+    /// when one is named) and its effective grants apply; without one, only a bearer session
+    /// (MCP) is accepted, with the session's own grants.
+    pub fn authenticate(
+        &self,
+        id: Option<&str>,
+        token: Option<&str>,
+    ) -> Result<Arc<Session>, RpcError> {
+        let now = now_ms();
+        let verified = match (token, id) {
+            (Some(t), Some(id)) => Some(
+                self.auth
+                    .verifier
+                    .verify_for_session(t, id, now)
+                    .map_err(|e| e.to_rpc_error())?,
+            ),
+            (Some(t), None) => Some(
+                self.auth
+                    .verifier
+                    .verify(t, now)
+                    .map_err(|e| e.to_rpc_error())?,
+            ),
+            (None, _) => None,
         };
-        if s.expires_ms <= now_ms() {
-            self.write_cache().remove(id);
+        let id = match (&verified, id) {
+            (Some(v), _) => v.session_id.clone(),
+            (None, Some(id)) => id.to_string(),
+            (None, None) => return Err(unknown_session("(none)")),
+        };
+        let s = self.load(&id)?;
+        if s.expires_ms <= now {
+            self.write_cache().remove(&id);
             return Err(RpcError::new(
                 ErrorCode::UnknownSession,
                 format!("session `{id}` has expired; open a new one"),
             ));
         }
-        if let Some(t) = token {
-            if digest(t) != s.token_digest {
-                return Err(RpcError::new(
-                    ErrorCode::Unauthorized,
-                    "the capability token is not valid for this session (forged, or from another session)",
-                ));
-            }
+        match verified {
+            Some(v) => Ok(Arc::new(Session {
+                caps: v.caps.clone(),
+                expires_ms: v.expires_ms.min(s.expires_ms),
+                ..(*s).clone()
+            })),
+            None if s.id_is_bearer => Ok(s),
+            None => Err(RpcError::new(
+                ErrorCode::Unauthorized,
+                "this session requires its capability token: send it as `cap_token` or in the `Axp-Capability` header",
+            )),
         }
+    }
+
+    fn load(&self, id: &str) -> Result<Arc<Session>, RpcError> {
+        if let Some(s) = self.read_cache().get(id).cloned() {
+            return Ok(s);
+        }
+        let rec = self
+            .store
+            .get_session(id)
+            .map_err(|e| crate::util::internal("reading a session", e))?
+            .filter(|r| !r.closed)
+            .ok_or_else(|| unknown_session(id))?;
+        let tier = rec.tier.parse().map_err(RpcError::internal)?;
+        let caps = CapabilitySet::parse_all(&rec.capabilities)
+            .map_err(|_| RpcError::internal("a stored session has unreadable capabilities"))?;
+        let s = Arc::new(Session {
+            id: rec.id.clone(),
+            workspace: PathBuf::from(rec.workspace),
+            tier,
+            caps,
+            expires_ms: rec.expires_ms,
+            token_root: rec.token_id,
+            id_is_bearer: rec.id_is_bearer,
+        });
+        self.write_cache().insert(rec.id, s.clone());
         Ok(s)
     }
 
+    /// `cap.attenuate`: a child of `parent` (which must verify) with `caps` and an expiry no
+    /// later than the parent's. Holders can do the same offline with `axp_caps::attenuate`.
+    pub fn attenuate(
+        &self,
+        parent: &str,
+        caps: &[String],
+        ttl_s: Option<u64>,
+    ) -> Result<(String, Arc<axp_caps::Verified>), RpcError> {
+        let v = self
+            .auth
+            .verifier
+            .verify(parent, now_ms())
+            .map_err(|e| e.to_rpc_error())?;
+        let caps = CapabilitySet::parse_all(caps).map_err(|errs| {
+            RpcError::invalid_params(
+                errs.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        })?;
+        let token = Token::parse(parent).map_err(|e| e.to_rpc_error())?;
+        let expires = ttl_s.map(|t| (now_ms() + t * 1000).min(v.expires_ms));
+        let child = axp_caps::attenuate(&token, &caps, expires).map_err(|e| match e {
+            axp_caps::AttenuateError::Widening { grant } => RpcError::new(
+                ErrorCode::CapabilityDenied,
+                format!(
+                    "the parent token does not cover `{grant}`; a child can only narrow its parent"
+                ),
+            )
+            .with_data("missing", grant.to_string()),
+            other => RpcError::invalid_params(other.to_string()),
+        })?;
+        Ok((child.to_string(), v))
+    }
+
     pub fn close(&self, id: &str) -> Result<(), RpcError> {
+        if let Ok(s) = self.load(id) {
+            if let Some(root) = &s.token_root {
+                // Revoking the root revokes every token attenuated from it.
+                self.auth
+                    .verifier
+                    .revoke_durably(&self.auth.revocations, root)
+                    .map_err(|e| crate::util::internal("revoking the session's token", e))?;
+            }
+        }
         self.write_cache().remove(id);
         self.store
             .close_session(id)

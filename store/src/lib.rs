@@ -93,6 +93,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX jobs_by_idempotency_key ON jobs(session_id, idempotency_key);
     CREATE INDEX jobs_by_session ON jobs(session_id, created_ms);
     CREATE INDEX jobs_by_state ON jobs(state);",
+    // 2: sessions whose id alone authenticates (opened by MCP `initialize`, whose clients know
+    // no capability token); sessions from `session.open` require their token on every request.
+    "ALTER TABLE sessions ADD COLUMN id_is_bearer INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// When a job's `exit` event reaches stable storage (it always survives a gateway crash as soon

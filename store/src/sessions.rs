@@ -26,9 +26,14 @@ pub struct SessionRecord {
     pub closed: bool,
     /// The id of the capability token issued with it, for revocation.
     pub token_id: Option<String>,
+    /// The session id alone authenticates requests (MCP `initialize` sessions); otherwise the
+    /// capability token is required.
+    #[serde(default)]
+    pub id_is_bearer: bool,
 }
 
-const COLUMNS: &str = "id, workspace, tier, capabilities, created_ms, expires_ms, closed, token_id";
+const COLUMNS: &str =
+    "id, workspace, tier, capabilities, created_ms, expires_ms, closed, token_id, id_is_bearer";
 
 /// The columns in [`COLUMNS`] order, with the capabilities still as JSON text.
 struct RawSession {
@@ -47,6 +52,7 @@ fn raw_session(row: &Row<'_>) -> rusqlite::Result<RawSession> {
             expires_ms: from_sql_int(row.get(5)?),
             closed: row.get::<_, i64>(6)? != 0,
             token_id: row.get(7)?,
+            id_is_bearer: row.get::<_, i64>(8)? != 0,
         },
         capabilities_json: row.get(3)?,
     })
@@ -69,13 +75,13 @@ impl Store {
         let caps = serde_json::to_string(&session.capabilities)?;
         let db = self.db();
         let mut stmt = db.prepare_cached(
-            "INSERT INTO sessions (id, workspace, tier, capabilities, created_ms, expires_ms, closed, token_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+            "INSERT INTO sessions (id, workspace, tier, capabilities, created_ms, expires_ms, closed, token_id, id_is_bearer)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
              ON CONFLICT(id) DO UPDATE SET
                workspace = excluded.workspace, tier = excluded.tier,
                capabilities = excluded.capabilities, created_ms = excluded.created_ms,
                expires_ms = excluded.expires_ms, closed = excluded.closed,
-               token_id = excluded.token_id",
+               token_id = excluded.token_id, id_is_bearer = excluded.id_is_bearer",
         )?;
         stmt.execute(params![
             session.id,
@@ -86,6 +92,7 @@ impl Store {
             to_sql_int(session.expires_ms),
             i64::from(session.closed),
             session.token_id,
+            i64::from(session.id_is_bearer),
         ])?;
         Ok(())
     }

@@ -1,5 +1,7 @@
 //! One module per subcommand (serve, and the client commands against a running gateway).
 
+pub mod audit;
 pub mod client;
 pub mod sandbox;
 pub mod serve;
+pub mod token;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use axp_audit::AuditLog;
 use axp_protocol::CapabilitySet;
 use axp_protocol::methods::SandboxTier;
 use axp_providers::{DynProvider, Launcher, ProviderEvent};
@@ -21,7 +22,7 @@ use crate::jobs::Jobs;
 use crate::metrics::Metrics;
 use crate::mount;
 use crate::registry::{Mount, Registry};
-use crate::session::{Profile, Sessions};
+use crate::session::{Auth, Profile, Sessions};
 use crate::tiers::Tiers;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -65,9 +66,14 @@ pub async fn run(args: ServeArgs) -> Result<()> {
 }
 
 async fn shutdown(gw: &Gateway) {
-    let stops = gw.registry.providers().into_iter().filter_map(|(id, ..)| gw.registry.provider(&id)).map(|p| async move {
-        let _ = tokio::time::timeout(Duration::from_secs(3), p.shutdown()).await;
-    });
+    let stops = gw
+        .registry
+        .providers()
+        .into_iter()
+        .filter_map(|(id, ..)| gw.registry.provider(&id))
+        .map(|p| async move {
+            let _ = tokio::time::timeout(Duration::from_secs(3), p.shutdown()).await;
+        });
     futures::future::join_all(stops).await;
     let store = gw.jobs.store().clone();
     let _ = tokio::task::spawn_blocking(move || store.sync_all()).await;
@@ -188,7 +194,20 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     };
     let metrics = Arc::new(Metrics::default());
     let registry = Registry::new();
-    let sessions = Sessions::new(store.clone(), profile, tiers.clone());
+    let key =
+        axp_caps::load_or_create_root_key(&state_dir).context("cannot load the token root key")?;
+    let verifier = Arc::new(axp_caps::Verifier::new(key));
+    let revocations = state_dir.join(axp_caps::REVOCATIONS_FILE_NAME);
+    verifier
+        .load_revocations(&revocations)
+        .context("cannot load the token revocation list")?;
+    let auth = Auth {
+        minter: axp_caps::Minter::new(key),
+        verifier,
+        revocations,
+    };
+    let audit = AuditLog::open(&state_dir.join("audit")).context("cannot open the audit log")?;
+    let sessions = Sessions::new(store.clone(), profile, tiers.clone(), auth);
     let jobs = Jobs::new(store, metrics.clone());
     let options = Options {
         inline_tools_max: settings
@@ -203,6 +222,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         jobs,
         metrics,
         options,
+        audit,
     ));
 
     let launcher = provider_launcher(&tiers)?;

@@ -17,22 +17,45 @@ async fn index_search_and_describe_a_real_fleet() {
     assert_eq!(all["total"], 15, "{all}");
     for t in all["tools"].as_array().unwrap() {
         let name = t["name"].as_str().unwrap();
-        assert!(name.len() <= 64 && name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-'), "{name}");
+        assert!(
+            name.len() <= 64
+                && name
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-'),
+            "{name}"
+        );
         assert!(t["desc"].as_str().unwrap().chars().count() <= 120);
     }
-    let found = c.ok("axp.index", json!({"query": "convert between timezones"})).await;
+    let found = c
+        .ok("axp.index", json!({"query": "convert between timezones"}))
+        .await;
     assert_eq!(found["tools"][0]["name"], "time__convert_time", "{found}");
-    let sum = c.ok("axp.index", json!({"query": "add two numbers sum"})).await;
+    let sum = c
+        .ok("axp.index", json!({"query": "add two numbers sum"}))
+        .await;
     assert_eq!(sum["tools"][0]["name"], "everything__get-sum", "{sum}");
 
-    let d = c.ok("axp.describe", json!({"name": "time__get_current_time"})).await;
+    let d = c
+        .ok("axp.describe", json!({"name": "time__get_current_time"}))
+        .await;
     assert_eq!(d["provider"], "time");
-    assert_eq!(d["signature"].as_str().unwrap().split(')').next().unwrap(), "time__get_current_time(args: { timezone: string }");
+    assert_eq!(
+        d["signature"].as_str().unwrap().split(')').next().unwrap(),
+        "time__get_current_time(args: { timezone: string }"
+    );
     assert_eq!(d["schema"]["required"][0], "timezone");
     assert_eq!(d["requires"][0], "tool(time__get_current_time)");
-    let (code, e) = c.err("axp.describe", json!({"name": "time__get_curent_time"})).await;
+    let (code, e) = c
+        .err("axp.describe", json!({"name": "time__get_curent_time"}))
+        .await;
     assert_eq!(code, -32004);
-    assert!(e["data"]["reason"].as_str().unwrap().contains("did you mean `time__get_current_time`"), "{e}");
+    assert!(
+        e["data"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean `time__get_current_time`"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -40,16 +63,37 @@ async fn calls_through_mcp_and_axp_faces() {
     let tmp = tempfile::tempdir().unwrap();
     let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
     let mut c = Rpc::new(&gw.url);
-    let r = c.ok("tools/call", json!({"name": "everything__get-sum", "arguments": {"a": 2, "b": 40}})).await;
-    assert!(r["content"][0]["text"].as_str().unwrap().contains("42"), "{r}");
-    let r = c.ok("tools/call", json!({"name": "time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}})).await;
+    let r = c
+        .ok(
+            "tools/call",
+            json!({"name": "everything__get-sum", "arguments": {"a": 2, "b": 40}}),
+        )
+        .await;
+    assert!(
+        r["content"][0]["text"].as_str().unwrap().contains("42"),
+        "{r}"
+    );
+    let r = c
+        .ok(
+            "tools/call",
+            json!({"name": "time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}),
+        )
+        .await;
     assert_eq!(r["structuredContent"]["timezone"], "Asia/Tokyo", "{r}");
 
     let mut s = Rpc::open(&gw.url, json!({})).await;
-    let job = s.ok("job.start", json!({"tool": "everything__echo", "arguments": {"message": "through a job"}})).await;
+    let job = s
+        .ok(
+            "job.start",
+            json!({"tool": "everything__echo", "arguments": {"message": "through a job"}}),
+        )
+        .await;
     let events = s.events(job["job_id"].as_str().unwrap(), 0).await;
     let result = events.iter().find(|e| e["kind"] == "result").unwrap();
-    assert_eq!(result["output"]["content"][0]["text"], "Echo: through a job");
+    assert_eq!(
+        result["output"]["content"][0]["text"],
+        "Echo: through a job"
+    );
     assert_eq!(exit_of(&events)["state"], "exited");
     for (i, e) in events.iter().enumerate() {
         assert_eq!(e["seq"], i as u64, "seqs are dense from 0");
@@ -81,12 +125,20 @@ async fn progress_streams_and_cancel_stops_the_long_running_tool() {
         .send()
         .await
         .unwrap();
-    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
     let text = resp.text().await.unwrap();
     assert_eq!(text.matches("notifications/progress").count(), 2, "{text}");
     assert!(text.contains("\"progressToken\":\"tok-1\""), "{text}");
     assert!(text.contains("\"id\":7"), "{text}");
-    assert!(text.contains("id: j_"), "SSE events carry resumable ids: {text}");
+    assert!(
+        text.contains("id: j_"),
+        "SSE events carry resumable ids: {text}"
+    );
 
     // Cancel a long run midway: the job is killed and ends promptly.
     let job = s
@@ -107,8 +159,12 @@ async fn progress_streams_and_cancel_stops_the_long_running_tool() {
 fn pids_of(needle: &str) -> Vec<i32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         if cmd.contains(needle) && !cmd.contains("__sandbox-exec") {
             out.push(pid);
@@ -137,25 +193,42 @@ async fn a_server_killed_mid_call_fails_the_call_and_comes_back_alone() {
         .collect();
     assert!(!victims.is_empty(), "server-everything process not found");
     for p in &victims {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), nix::sys::signal::Signal::SIGKILL).unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*p),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
     }
     let events = s.events(&id, 0).await;
     let exit = exit_of(&events);
     assert_eq!(exit["state"], "failed", "{events:?}");
     assert_eq!(exit["error"]["code"], -32008, "{exit}");
     // Other providers keep serving while it restarts.
-    let r = s.ok("tools/call", json!({"name": "time__get_current_time", "arguments": {"timezone": "UTC"}})).await;
+    let r = s
+        .ok(
+            "tools/call",
+            json!({"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}),
+        )
+        .await;
     assert_eq!(r["structuredContent"]["timezone"], "UTC");
     // And it comes back by itself.
     let mut back = false;
     for _ in 0..100 {
-        let r = s.raw("tools/call", json!({"name": "everything__echo", "arguments": {"message": "again"}})).await;
+        let r = s
+            .raw(
+                "tools/call",
+                json!({"name": "everything__echo", "arguments": {"message": "again"}}),
+            )
+            .await;
         if r["result"]["content"][0]["text"] == "Echo: again" {
             back = true;
             break;
         }
         if let Some(code) = r["error"]["code"].as_i64() {
-            assert_eq!(code, -32008, "while down, calls fail as ProviderUnavailable: {r}");
+            assert_eq!(
+                code, -32008,
+                "while down, calls fail as ProviderUnavailable: {r}"
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -167,9 +240,15 @@ fn is_descendant(mut pid: i32, ancestor: i32) -> bool {
         if pid == ancestor {
             return true;
         }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
         let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-        pid = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+        pid = after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
         if pid <= 1 {
             return false;
         }
@@ -189,8 +268,14 @@ async fn list_changed_is_forwarded_and_the_index_refreshes() {
         .send()
         .await
         .unwrap();
-    let sid = init.headers()["mcp-session-id"].to_str().unwrap().to_string();
-    let before = c.ok("axp.describe", json!({"name": "wrong__greet"})).await["description"].as_str().unwrap().to_string();
+    let sid = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let before = c.ok("axp.describe", json!({"name": "wrong__greet"})).await["description"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // A standing notification stream for this MCP session.
     let stream = reqwest::Client::new()
         .get(&gw.url)
@@ -200,7 +285,11 @@ async fn list_changed_is_forwarded_and_the_index_refreshes() {
         .await
         .unwrap();
     let mut body = stream.bytes_stream();
-    c.ok("tools/call", json!({"name": "wrong__greet", "arguments": {}})).await;
+    c.ok(
+        "tools/call",
+        json!({"name": "wrong__greet", "arguments": {}}),
+    )
+    .await;
     let got = tokio::time::timeout(Duration::from_secs(15), async {
         let mut seen = String::new();
         while let Some(chunk) = body.next().await {
@@ -214,6 +303,9 @@ async fn list_changed_is_forwarded_and_the_index_refreshes() {
     .await
     .expect("no list_changed within 15 s");
     assert!(got.contains("notifications/tools/list_changed"));
-    let after = c.ok("axp.describe", json!({"name": "wrong__greet"})).await["description"].as_str().unwrap().to_string();
+    let after = c.ok("axp.describe", json!({"name": "wrong__greet"})).await["description"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_ne!(before, after, "the index shows the changed description");
 }

@@ -14,7 +14,11 @@ fn python_client(args: &[&str]) -> Value {
         .args(args)
         .output()
         .unwrap();
-    assert!(out.status.success(), "python MCP client failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "python MCP client failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
@@ -24,12 +28,17 @@ async fn python_sdk_over_streamable_http() {
     let tmp = tempfile::tempdir().unwrap();
     let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
     let url = format!("{}/mcp", gw.base);
-    let r = tokio::task::spawn_blocking(move || python_client(&["http", &url, "everything__get-sum", r#"{"a": 20, "b": 22}"#]))
-        .await
-        .unwrap();
+    let r = tokio::task::spawn_blocking(move || {
+        python_client(&["http", &url, "everything__get-sum", r#"{"a": 20, "b": 22}"#])
+    })
+    .await
+    .unwrap();
     assert_eq!(r["server"], "axp");
     assert_eq!(r["tools"].as_array().unwrap().len(), 15);
-    assert_eq!(r["result"]["content"][0]["text"], "The sum of 20 and 22 is 42.");
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        "The sum of 20 and 22 is 42."
+    );
 }
 
 #[test]
@@ -47,7 +56,10 @@ fn python_sdk_over_stdio() {
         "time__get_current_time",
         r#"{"timezone": "Europe/Berlin"}"#,
     ]);
-    assert_eq!(r["result"]["structuredContent"]["timezone"], "Europe/Berlin", "{r}");
+    assert_eq!(
+        r["result"]["structuredContent"]["timezone"], "Europe/Berlin",
+        "{r}"
+    );
 }
 
 #[test]
@@ -79,7 +91,9 @@ fn raw_stdio_survives_bad_lines() {
     };
     send("this is not json");
     assert_eq!(read()["error"]["code"], -32700);
-    send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+    send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+    );
     let init = read();
     assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
     send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
@@ -87,12 +101,22 @@ fn raw_stdio_survives_bad_lines() {
     assert_eq!(read()["error"]["code"], -32601);
     send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#);
     let tools = read();
-    let names: Vec<&str> = tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert!(names.contains(&"files__read_file"), "{names:?}");
     std::fs::write(ws.join("note.txt"), "from the workspace").unwrap();
-    send(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"files__read_file","arguments":{"path":"note.txt"}}}"#);
+    send(
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"files__read_file","arguments":{"path":"note.txt"}}}"#,
+    );
     let r = read();
-    assert_eq!(r["result"]["content"][0]["text"], "from the workspace", "{r}");
+    assert_eq!(
+        r["result"]["content"][0]["text"], "from the workspace",
+        "{r}"
+    );
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
@@ -102,13 +126,32 @@ async fn large_catalogs_are_listed_as_meta_tools() {
     let tmp = tempfile::tempdir().unwrap();
     let toml = tmp.path().join("axp.toml");
     std::fs::write(&toml, "[serve]\ninline_tools_max = 5\n").unwrap();
-    let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).arg("--config").arg(toml.to_str().unwrap()).start();
+    let gw = gateway()
+        .fleet(&write_fleet(tmp.path(), json!({})))
+        .arg("--config")
+        .arg(toml.to_str().unwrap())
+        .start();
     let mut c = Rpc::new(&gw.url);
     let list = c.ok("tools/list", json!({})).await;
-    let names: Vec<&str> = list["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, vec!["axp_index", "axp_describe", "axp_call"]);
-    let found = c.ok("tools/call", json!({"name": "axp_index", "arguments": {"query": "echo"}})).await;
-    assert!(found["content"][0]["text"].as_str().unwrap().contains("everything__echo"));
+    let found = c
+        .ok(
+            "tools/call",
+            json!({"name": "axp_index", "arguments": {"query": "echo"}}),
+        )
+        .await;
+    assert!(
+        found["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("everything__echo")
+    );
     let r = c.ok("tools/call", json!({"name": "axp_call", "arguments": {"name": "everything__echo", "arguments": {"message": "meta"}}})).await;
     assert_eq!(r["content"][0]["text"], "Echo: meta");
 }

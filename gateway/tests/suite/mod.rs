@@ -1,6 +1,7 @@
 //! Shared harness: fixture paths, a running gateway process, and a tiny JSON-RPC client.
 
 pub mod bad_input;
+pub mod caps;
 pub mod fleet;
 pub mod jobs;
 pub mod mcp_clients;
@@ -15,7 +16,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 pub fn axp() -> &'static str {
@@ -32,7 +36,11 @@ pub fn need(p: PathBuf) -> String {
 }
 
 pub fn everything_js() -> String {
-    need(repo().join("tests/fixtures/node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
+    need(
+        repo().join(
+            "tests/fixtures/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        ),
+    )
 }
 
 pub fn venv_bin(name: &str) -> String {
@@ -51,7 +59,11 @@ pub fn write_fleet(dir: &Path, extra: Value) -> PathBuf {
         }
     }
     let path = dir.join("fleet.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&json!({"mcpServers": servers})).unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        serde_json::to_vec_pretty(&json!({"mcpServers": servers})).unwrap(),
+    )
+    .unwrap();
     path
 }
 
@@ -80,7 +92,11 @@ pub struct GwBuilder {
 }
 
 pub fn gateway() -> GwBuilder {
-    GwBuilder { args: Vec::new(), state: None, workspace: None }
+    GwBuilder {
+        args: Vec::new(),
+        state: None,
+        workspace: None,
+    }
 }
 
 impl GwBuilder {
@@ -102,7 +118,10 @@ impl GwBuilder {
 
     pub fn start(self) -> Gw {
         let tmp = tempfile::tempdir().unwrap();
-        let state = self.state.clone().unwrap_or_else(|| tmp.path().join("state"));
+        let state = self
+            .state
+            .clone()
+            .unwrap_or_else(|| tmp.path().join("state"));
         let workspace = self.workspace.clone().unwrap_or_else(|| {
             let w = tmp.path().join("ws");
             std::fs::create_dir_all(&w).unwrap();
@@ -166,23 +185,39 @@ pub struct Rpc {
 
 impl Rpc {
     pub fn new(url: &str) -> Self {
-        Self { http: reqwest::Client::new(), url: url.to_string(), session: None, id: 0 }
+        Self {
+            http: reqwest::Client::new(),
+            url: url.to_string(),
+            session: None,
+            id: 0,
+        }
     }
 
     /// Opens a session with the given params and keeps it for later calls.
     pub async fn open(url: &str, params: Value) -> Self {
         let mut r = Self::new(url);
         let res = r.ok("session.open", params).await;
-        r.session = Some((res["session_id"].as_str().unwrap().into(), res["cap_token"].as_str().unwrap().into()));
+        r.session = Some((
+            res["session_id"].as_str().unwrap().into(),
+            res["cap_token"].as_str().unwrap().into(),
+        ));
         r
     }
 
     /// The whole JSON-RPC response.
     pub async fn raw(&mut self, method: &str, params: Value) -> Value {
         self.id += 1;
-        let mut req = self.http.post(&self.url).json(&json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params}));
+        let mut req = self
+            .http
+            .post(&self.url)
+            .json(&json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params}));
         if let Some((s, t)) = &self.session {
-            req = req.header("Mcp-Session-Id", s).header("Axp-Capability", t);
+            if !s.is_empty() {
+                req = req.header("Mcp-Session-Id", s);
+            }
+            if !t.is_empty() {
+                req = req.header("Axp-Capability", t);
+            }
         }
         req.send().await.unwrap().json().await.unwrap()
     }
@@ -196,7 +231,9 @@ impl Rpc {
     /// The error code of a call that must fail.
     pub async fn err(&mut self, method: &str, params: Value) -> (i64, Value) {
         let r = self.raw(method, params.clone()).await;
-        let e = r.get("error").unwrap_or_else(|| panic!("{method} {params} should fail, got {r}"));
+        let e = r
+            .get("error")
+            .unwrap_or_else(|| panic!("{method} {params} should fail, got {r}"));
         (e["code"].as_i64().unwrap(), e.clone())
     }
 
@@ -205,7 +242,12 @@ impl Rpc {
         let mut seq = from;
         let mut all = Vec::new();
         for _ in 0..600 {
-            let r = self.ok("job.attach", json!({"job_id": job, "from_seq": seq, "wait_ms": 5000})).await;
+            let r = self
+                .ok(
+                    "job.attach",
+                    json!({"job_id": job, "from_seq": seq, "wait_ms": 5000}),
+                )
+                .await;
             all.extend(r["events"].as_array().unwrap().iter().cloned());
             seq = r["next_seq"].as_u64().unwrap();
             if r["done"].as_bool() == Some(true) {
@@ -218,9 +260,17 @@ impl Rpc {
 
 /// Text of all stdout events.
 pub fn stdout_of(events: &[Value]) -> String {
-    events.iter().filter(|e| e["kind"] == "stdout").map(|e| e["data"].as_str().unwrap()).collect()
+    events
+        .iter()
+        .filter(|e| e["kind"] == "stdout")
+        .map(|e| e["data"].as_str().unwrap())
+        .collect()
 }
 
 pub fn exit_of(events: &[Value]) -> Value {
-    events.iter().find(|e| e["kind"] == "exit").cloned().unwrap_or(Value::Null)
+    events
+        .iter()
+        .find(|e| e["kind"] == "exit")
+        .cloned()
+        .unwrap_or(Value::Null)
 }

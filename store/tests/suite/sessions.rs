@@ -12,6 +12,7 @@ fn session(id: &str, expires_ms: u64) -> SessionRecord {
         expires_ms,
         closed: false,
         token_id: Some(format!("tok-{id}")),
+        id_is_bearer: false,
     }
 }
 
