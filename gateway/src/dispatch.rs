@@ -12,8 +12,8 @@ use std::time::Duration;
 use axp_audit::{AuditLog, Kind, digest_json};
 use axp_protocol::jsonrpc::{Id, Incoming, Notification, Request, Response};
 use axp_protocol::methods::{
-    CommandSpec, DescribeParams, IndexParams, JobAttachParams, JobEventKind, JobRef,
-    JobSignalParams, JobStartParams, JobWriteParams, SessionOpenParams,
+    CommandSpec, DescribeParams, IndexParams, JobAttachParams, JobEventKind, JobRef, JobSignalParams, JobStartParams,
+    JobWriteParams, SessionOpenParams,
 };
 use axp_protocol::{Capability, ErrorCode, MCP_PROTOCOL_VERSIONS, RpcError};
 use axp_providers::{ProcessPolicy, ProcessSpec};
@@ -58,10 +58,7 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn opened_session(&self) -> Option<String> {
-        self.opened
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 }
 
@@ -90,24 +87,13 @@ impl Gateway {
         audit: AuditLog,
     ) -> Self {
         let (notify, _) = broadcast::channel(64);
-        Self {
-            registry,
-            sessions,
-            jobs,
-            metrics,
-            notify,
-            options,
-            audit,
-            inflight: Mutex::new(HashMap::new()),
-        }
+        Self { registry, sessions, jobs, metrics, notify, options, audit, inflight: Mutex::new(HashMap::new()) }
     }
 
     /// Tells every connected client that the tool list changed.
     pub fn tools_changed(&self) {
         self.metrics.list_changed_sent.inc();
-        let _ = self
-            .notify
-            .send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+        let _ = self.notify.send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
     }
 
     /// Handles one message; `None` for notifications and responses (nothing to answer).
@@ -123,10 +109,7 @@ impl Gateway {
                     if e.kind() == Some(ErrorCode::CapabilityDenied) {
                         let session = ctx.session_id.clone().or_else(|| ctx.opened_session());
                         let detail = json!({"method": method, "missing": e.data.as_ref().and_then(|d| d.get("missing")), "reason": e.reason()});
-                        if let Err(ae) = self
-                            .audit(Kind::CapabilityDenied, session.as_deref(), detail)
-                            .await
-                        {
+                        if let Err(ae) = self.audit(Kind::CapabilityDenied, session.as_deref(), detail).await {
                             return Some(Response::err(id, ae));
                         }
                     }
@@ -143,15 +126,8 @@ impl Gateway {
 
     fn notification(&self, n: Notification, ctx: &Ctx) {
         if n.method == "notifications/cancelled" {
-            let req_id = n
-                .params
-                .as_ref()
-                .and_then(|p| p.get("requestId"))
-                .map(id_key);
-            if let (Some(sid), Some(rid)) = (
-                ctx.session_id.clone().or_else(|| ctx.opened_session()),
-                req_id,
-            ) {
+            let req_id = n.params.as_ref().and_then(|p| p.get("requestId")).map(id_key);
+            if let (Some(sid), Some(rid)) = (ctx.session_id.clone().or_else(|| ctx.opened_session()), req_id) {
                 let job = self.inflight_lock().get(&(sid, rid)).cloned();
                 if let Some(job) = job {
                     self.jobs.cancel(&job);
@@ -175,22 +151,13 @@ impl Gateway {
                     "workspace": r.workspace, "tier": r.granted_tier, "capabilities": r.capabilities, "via": "session.open"
                 }))
                 .await?;
-                *ctx.opened
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                    Some(r.session_id.clone());
-                Ok(serde_json::to_value(r)
-                    .map_err(|e| crate::util::internal("encoding a session", e))?)
+                *ctx.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.session_id.clone());
+                Ok(serde_json::to_value(r).map_err(|e| crate::util::internal("encoding a session", e))?)
             }
             "session.close" => {
                 let s = self.session(&p, ctx)?;
                 self.sessions.close(&s.id)?;
-                self.audit(
-                    Kind::SessionClose,
-                    Some(&s.id),
-                    json!({"token_root": s.token_root}),
-                )
-                .await?;
+                self.audit(Kind::SessionClose, Some(&s.id), json!({"token_root": s.token_root})).await?;
                 Ok(json!({}))
             }
             "cap.attenuate" => {
@@ -199,13 +166,10 @@ impl Gateway {
                     .and_then(Value::as_str)
                     .map(str::to_string)
                     .or_else(|| ctx.token.clone())
-                    .ok_or_else(|| {
-                        RpcError::invalid_params("`cap_token` (the parent token) is required")
-                    })?;
+                    .ok_or_else(|| RpcError::invalid_params("`cap_token` (the parent token) is required"))?;
                 let caps: Vec<String> = match p.get("capabilities") {
-                    Some(v) => serde_json::from_value(v.clone()).map_err(|_| {
-                        RpcError::invalid_params("`capabilities` must be an array of strings")
-                    })?,
+                    Some(v) => serde_json::from_value(v.clone())
+                        .map_err(|_| RpcError::invalid_params("`capabilities` must be an array of strings"))?,
                     None => return Err(RpcError::invalid_params("`capabilities` is required")),
                 };
                 let ttl = p.get("ttl_s").and_then(Value::as_u64);
@@ -244,10 +208,7 @@ impl Gateway {
                 let a: JobAttachParams = params(&p)?;
                 let job = self.jobs.get(&s.id, &a.job_id)?;
                 let wait = Duration::from_millis(a.wait_ms.unwrap_or(0).min(60_000));
-                let batch = self
-                    .jobs
-                    .attach(&job, a.from_seq, wait, a.limit.unwrap_or(1000))
-                    .await?;
+                let batch = self.jobs.attach(&job, a.from_seq, wait, a.limit.unwrap_or(1000)).await?;
                 Ok(serde_json::to_value(batch).unwrap_or_default())
             }
             "job.status" => {
@@ -279,22 +240,18 @@ impl Gateway {
                 let s = self.session(&p, ctx)?;
                 let r: JobWriteParams = params(&p)?;
                 self.jobs.get(&s.id, &r.job_id)?;
-                self.jobs
-                    .write(&r.job_id, r.data.into_bytes(), r.eof)
-                    .await?;
+                self.jobs.write(&r.job_id, r.data.into_bytes(), r.eof).await?;
                 Ok(json!({}))
             }
-            m if m.starts_with("notifications/") => Err(RpcError::invalid_request(format!(
-                "`{m}` is a notification; send it without an `id`"
-            ))),
+            m if m.starts_with("notifications/") => {
+                Err(RpcError::invalid_request(format!("`{m}` is a notification; send it without an `id`")))
+            }
             m => Err(RpcError::method_not_found(m)),
         }
     }
 
     fn inflight_lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), String>> {
-        self.inflight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inflight.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The session a request names (param or header), authenticated.
@@ -305,11 +262,7 @@ impl Gateway {
             .map(str::to_string)
             .or_else(|| ctx.session_id.clone())
             .or_else(|| ctx.opened_session());
-        let token = p
-            .get("cap_token")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .or_else(|| ctx.token.clone());
+        let token = p.get("cap_token").and_then(Value::as_str).map(str::to_string).or_else(|| ctx.token.clone());
         if id.is_none() && token.is_none() {
             return Err(RpcError::new(
                 ErrorCode::UnknownSession,
@@ -330,53 +283,25 @@ impl Gateway {
         if named {
             return self.session(p, ctx);
         }
-        let params = SessionOpenParams {
-            workspace: None,
-            sandbox_tier: None,
-            capabilities: None,
-            ttl_s: Some(600),
-        };
+        let params = SessionOpenParams { workspace: None, sandbox_tier: None, capabilities: None, ttl_s: Some(600) };
         let r = self.sessions.open(params, true)?;
-        *ctx.opened
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.session_id.clone());
-        self.sessions
-            .authenticate(Some(&r.session_id), Some(&r.cap_token))
+        *ctx.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.session_id.clone());
+        self.sessions.authenticate(Some(&r.session_id), Some(&r.cap_token))
     }
 
     fn initialize(&self, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
-        let asked = p
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or(MCP_PROTOCOL_VERSIONS[0]);
-        let version = if MCP_PROTOCOL_VERSIONS.contains(&asked) {
-            asked
-        } else {
-            MCP_PROTOCOL_VERSIONS[0]
-        };
+        let asked = p.get("protocolVersion").and_then(Value::as_str).unwrap_or(MCP_PROTOCOL_VERSIONS[0]);
+        let version = if MCP_PROTOCOL_VERSIONS.contains(&asked) { asked } else { MCP_PROTOCOL_VERSIONS[0] };
         // Over stdio the connection already has its session; over HTTP each initialize opens one.
         let existing = ctx.session_id.clone().or_else(|| ctx.opened_session());
-        let session = match existing.and_then(|id| {
-            self.sessions
-                .authenticate(Some(&id), ctx.token.as_deref())
-                .ok()
-        }) {
+        let session = match existing.and_then(|id| self.sessions.authenticate(Some(&id), ctx.token.as_deref()).ok()) {
             Some(s) => s,
             None => {
-                let params = SessionOpenParams {
-                    workspace: None,
-                    sandbox_tier: None,
-                    capabilities: None,
-                    ttl_s: None,
-                };
+                let params = SessionOpenParams { workspace: None, sandbox_tier: None, capabilities: None, ttl_s: None };
                 let r = self.sessions.open(params, true)?;
                 self.metrics.sessions_opened.inc();
-                *ctx.opened
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                    Some(r.session_id.clone());
-                self.sessions
-                    .authenticate(Some(&r.session_id), Some(&r.cap_token))?
+                *ctx.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.session_id.clone());
+                self.sessions.authenticate(Some(&r.session_id), Some(&r.cap_token))?
             }
         };
         Ok(json!({
@@ -449,9 +374,7 @@ impl Gateway {
                     true,
                     &|n| s.caps.allows_tool(n),
                 );
-                return Ok(text_result(
-                    &serde_json::to_string_pretty(&r).unwrap_or_default(),
-                ));
+                return Ok(text_result(&serde_json::to_string_pretty(&r).unwrap_or_default()));
             }
             "axp_describe" => {
                 let n = arguments
@@ -459,9 +382,7 @@ impl Gateway {
                     .and_then(Value::as_str)
                     .ok_or_else(|| RpcError::invalid_params("`name` is required"))?;
                 let d = self.describe(&s, n)?;
-                return Ok(text_result(
-                    &serde_json::to_string_pretty(&d).unwrap_or_default(),
-                ));
+                return Ok(text_result(&serde_json::to_string_pretty(&d).unwrap_or_default()));
             }
             "axp_call" => {
                 name = arguments
@@ -480,8 +401,7 @@ impl Gateway {
             _ => {}
         }
         let progress_token = p.get("_meta").and_then(|m| m.get("progressToken")).cloned();
-        let spec =
-            json!({"tool": name, "arguments": arguments, "origin": "mcp", "request_id": req_id});
+        let spec = json!({"tool": name, "arguments": arguments, "origin": "mcp", "request_id": req_id});
         let digest = digest_json(&Value::Object(arguments.clone()));
         let job = self.start_tool_job(&s, &name, arguments, spec, None, None)?;
         self.audit(
@@ -490,10 +410,7 @@ impl Gateway {
             json!({"tool": name, "args_sha256": digest, "job_id": job.id, "via": "tools/call"}),
         )
         .await?;
-        let key = (
-            s.id.clone(),
-            id_key(&serde_json::to_value(req_id).unwrap_or_default()),
-        );
+        let key = (s.id.clone(), id_key(&serde_json::to_value(req_id).unwrap_or_default()));
         self.inflight_lock().insert(key.clone(), job.id.clone());
         let result = self.follow(&job, ctx, progress_token).await;
         self.inflight_lock().remove(&key);
@@ -510,20 +427,10 @@ impl Gateway {
         let mut seq = 0u64;
         let mut tail = Vec::new();
         loop {
-            let batch = self
-                .jobs
-                .attach(job, seq, Duration::from_secs(30), 1000)
-                .await?;
+            let batch = self.jobs.attach(job, seq, Duration::from_secs(30), 1000).await?;
             for e in &batch.events {
-                if let (
-                    Some(push),
-                    Some(token),
-                    JobEventKind::Progress {
-                        progress,
-                        total,
-                        message,
-                    },
-                ) = (&ctx.push, &progress_token, &e.kind)
+                if let (Some(push), Some(token), JobEventKind::Progress { progress, total, message }) =
+                    (&ctx.push, &progress_token, &e.kind)
                 {
                     let mut params = json!({"progressToken": token, "progress": progress});
                     if let Some(t) = total {
@@ -537,10 +444,7 @@ impl Gateway {
                         message: json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}),
                     });
                 }
-                if matches!(
-                    e.kind,
-                    JobEventKind::Result { .. } | JobEventKind::Exit { .. }
-                ) {
+                if matches!(e.kind, JobEventKind::Result { .. } | JobEventKind::Exit { .. }) {
                     tail.push(e.clone());
                 }
             }
@@ -549,8 +453,7 @@ impl Gateway {
                 break;
             }
         }
-        outcome(&tail)
-            .unwrap_or_else(|| Err(RpcError::internal("the job ended without an exit event")))
+        outcome(&tail).unwrap_or_else(|| Err(RpcError::internal("the job ended without an exit event")))
     }
 
     fn start_tool_job(
@@ -565,10 +468,7 @@ impl Gateway {
         if !s.caps.allows_tool(name) {
             return Err(denied(&format!("tool({name})"), &format!("call `{name}`")));
         }
-        let resolved = self
-            .registry
-            .resolve(name)
-            .ok_or_else(|| unknown_tool(&self.registry, name))?;
+        let resolved = self.registry.resolve(name).ok_or_else(|| unknown_tool(&self.registry, name))?;
         if !resolved.available {
             return Err(RpcError::new(
                 ErrorCode::ProviderUnavailable,
@@ -579,19 +479,9 @@ impl Gateway {
                 ),
             ));
         }
-        self.registry
-            .validate(&resolved.entry, &Value::Object(arguments.clone()))?;
-        let (job, _) = self.jobs.start(
-            &s.id,
-            "tool",
-            spec,
-            idempotency_key,
-            timeout,
-            Work::Tool {
-                resolved,
-                arguments,
-            },
-        )?;
+        self.registry.validate(&resolved.entry, &Value::Object(arguments.clone()))?;
+        let (job, _) =
+            self.jobs.start(&s.id, "tool", spec, idempotency_key, timeout, Work::Tool { resolved, arguments })?;
         Ok(job)
     }
 
@@ -599,43 +489,30 @@ impl Gateway {
         let s = self.session(p, ctx)?;
         let params: JobStartParams = params(p)?;
         let timeout = params.timeout_s.map(Duration::from_secs);
-        let given = [
-            params.command.is_some(),
-            params.code.is_some(),
-            params.tool.is_some(),
-        ]
-        .iter()
-        .filter(|x| **x)
-        .count();
+        let given =
+            [params.command.is_some(), params.code.is_some(), params.tool.is_some()].iter().filter(|x| **x).count();
         if given != 1 {
-            return Err(RpcError::invalid_params(
-                "give exactly one of `command`, `code` or `tool`",
-            ));
+            return Err(RpcError::invalid_params("give exactly one of `command`, `code` or `tool`"));
         }
         if params.pty.is_some() {
-            return Err(RpcError::invalid_params(
-                "PTY jobs are not available in this build yet",
-            ));
+            return Err(RpcError::invalid_params("PTY jobs are not available in this build yet"));
         }
         let job = if let Some(tool) = &params.tool {
             let arguments = params.arguments.clone().unwrap_or_default();
             let spec = json!({"tool": tool, "arguments": arguments, "origin": "axp"});
             let digest = digest_json(&Value::Object(arguments.clone()));
-            let job = self.start_tool_job(
-                &s,
-                tool,
-                arguments,
-                spec,
-                params.idempotency_key.clone(),
-                timeout,
-            )?;
-            let detail =
-                json!({"tool": tool, "args_sha256": digest, "job_id": job.id, "via": "job.start"});
+            let job = self.start_tool_job(&s, tool, arguments, spec, params.idempotency_key.clone(), timeout)?;
+            let detail = json!({"tool": tool, "args_sha256": digest, "job_id": job.id, "via": "job.start"});
             self.audit(Kind::ToolCall, Some(&s.id), detail).await?;
             job
         } else if let Some(command) = &params.command {
             let job = self.start_command(&s, command, &params, timeout)?;
-            self.audit(Kind::Command, Some(&s.id), json!({"job_id": job.id, "command": job.spec.get("command"), "cwd": job.spec.get("cwd")})).await?;
+            self.audit(
+                Kind::Command,
+                Some(&s.id),
+                json!({"job_id": job.id, "command": job.spec.get("command"), "cwd": job.spec.get("cwd")}),
+            )
+            .await?;
             job
         } else {
             return Err(RpcError::invalid_params(
@@ -673,18 +550,13 @@ impl Gateway {
         {
             return Err(RpcError::new(
                 ErrorCode::CapabilityDenied,
-                format!(
-                    "cwd `{cwd_str}` is outside the session's workspace `{}`",
-                    s.workspace.display()
-                ),
+                format!("cwd `{cwd_str}` is outside the session's workspace `{}`", s.workspace.display()),
             ));
         }
         let mut env = base_env(&s.workspace);
         for (k, v) in params.env.iter().flatten() {
             let Some(v) = v.as_str() else {
-                return Err(RpcError::invalid_params(format!(
-                    "env `{k}` must be a string"
-                )));
+                return Err(RpcError::invalid_params(format!("env `{k}` must be a string")));
             };
             env.insert(k.clone(), v.to_string());
         }
@@ -743,28 +615,18 @@ impl Gateway {
         let mut seq = 0;
         let mut tail = Vec::new();
         loop {
-            let b = self
-                .jobs
-                .attach(job, seq, Duration::ZERO, 1000)
-                .await
-                .ok()?;
-            tail.extend(b.events.into_iter().filter(|e| {
-                matches!(
-                    e.kind,
-                    JobEventKind::Result { .. } | JobEventKind::Exit { .. }
-                )
-            }));
+            let b = self.jobs.attach(job, seq, Duration::ZERO, 1000).await.ok()?;
+            tail.extend(
+                b.events
+                    .into_iter()
+                    .filter(|e| matches!(e.kind, JobEventKind::Result { .. } | JobEventKind::Exit { .. })),
+            );
             if b.done || b.next_seq == seq {
                 break;
             }
             seq = b.next_seq;
         }
-        outcome(&tail).map(|r| {
-            Response::from_result(
-                req_id,
-                r.map(|o| serde_json::to_value(o).unwrap_or_default()),
-            )
-        })
+        outcome(&tail).map(|r| Response::from_result(req_id, r.map(|o| serde_json::to_value(o).unwrap_or_default())))
     }
 
     /// The session of an HTTP `GET` resume, checked like any request.
@@ -772,38 +634,25 @@ impl Gateway {
         if ctx.session_id.is_none() && ctx.token.is_none() {
             return Err(unknown_session("(none)"));
         }
-        self.sessions
-            .authenticate(ctx.session_id.as_deref(), ctx.token.as_deref())
+        self.sessions.authenticate(ctx.session_id.as_deref(), ctx.token.as_deref())
     }
 
     /// Appends one audit record and waits until it is durable; a request whose record cannot
     /// be written fails rather than going unrecorded.
-    pub async fn audit(
-        &self,
-        kind: Kind,
-        session: Option<&str>,
-        detail: Value,
-    ) -> Result<(), RpcError> {
+    pub async fn audit(&self, kind: Kind, session: Option<&str>, detail: Value) -> Result<(), RpcError> {
         let log = self.audit.clone();
         let session = session.map(str::to_string);
-        tokio::task::spawn_blocking(move || {
-            log.append(kind, session.as_deref(), "gateway", detail)
-        })
-        .await
-        .map_err(|e| crate::util::internal("writing the audit log", e))?
-        .map_err(|e| crate::util::internal("writing the audit log", e))?;
+        tokio::task::spawn_blocking(move || log.append(kind, session.as_deref(), "gateway", detail))
+            .await
+            .map_err(|e| crate::util::internal("writing the audit log", e))?
+            .map_err(|e| crate::util::internal("writing the audit log", e))?;
         Ok(())
     }
 }
 
 impl SessionOpenParamsExt for SessionOpenParams {
     fn default_for_initialize() -> Self {
-        SessionOpenParams {
-            workspace: None,
-            sandbox_tier: None,
-            capabilities: None,
-            ttl_s: None,
-        }
+        SessionOpenParams { workspace: None, sandbox_tier: None, capabilities: None, ttl_s: None }
     }
 }
 
@@ -818,9 +667,9 @@ pub fn session_policy(s: &Session, extra_read: &[std::path::PathBuf]) -> Process
         match c {
             Capability::FsRead(p) => policy.fs_read.push(p.into()),
             Capability::FsWrite(p) => policy.fs_write.push(p.into()),
-            Capability::NetConnect { host, port } => policy
-                .net
-                .push(port.map_or_else(|| host.clone(), |p| format!("{host}:{p}"))),
+            Capability::NetConnect { host, port } => {
+                policy.net.push(port.map_or_else(|| host.clone(), |p| format!("{host}:{p}")))
+            }
             _ => {}
         }
     }
@@ -894,16 +743,9 @@ pub fn params<T: DeserializeOwned>(p: &Value) -> Result<T, RpcError> {
     serde_path_to_error::deserialize(p.clone()).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        let hint = crate::config::unknown_field_hint(&inner)
-            .map(|h| format!(" ({h})"))
-            .unwrap_or_default();
-        let at = if path.is_empty() || path == "." {
-            String::new()
-        } else {
-            format!("`{path}`: ")
-        };
-        RpcError::invalid_params(format!("invalid params: {at}{inner}{hint}"))
-            .with_data("pointer", path)
+        let hint = crate::config::unknown_field_hint(&inner).map(|h| format!(" ({h})")).unwrap_or_default();
+        let at = if path.is_empty() || path == "." { String::new() } else { format!("`{path}`: ") };
+        RpcError::invalid_params(format!("invalid params: {at}{inner}{hint}")).with_data("pointer", path)
     })
 }
 

@@ -47,17 +47,8 @@ pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
 }
 
 fn ctx_from(headers: &HeaderMap) -> Ctx {
-    let h = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
-    Ctx {
-        session_id: h(SESSION_HEADER),
-        token: h(CAP_HEADER),
-        ..Ctx::default()
-    }
+    let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    Ctx { session_id: h(SESSION_HEADER), token: h(CAP_HEADER), ..Ctx::default() }
 }
 
 /// DNS-rebinding protection the MCP spec asks of local servers: a browser page from another
@@ -66,26 +57,12 @@ fn origin_allowed(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
         return true;
     };
-    let host = origin
-        .split("://")
-        .nth(1)
-        .unwrap_or("")
-        .split(['/', ':'])
-        .next()
-        .unwrap_or("");
+    let host = origin.split("://").nth(1).unwrap_or("").split(['/', ':']).next().unwrap_or("");
     matches!(host, "localhost" | "127.0.0.1" | "[::1]")
 }
 
-fn json_response(
-    status: StatusCode,
-    body: &impl serde::Serialize,
-    session: Option<String>,
-) -> HttpResponse {
-    let mut resp = (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        serde_json::to_vec(body).unwrap_or_default(),
-    )
+fn json_response(status: StatusCode, body: &impl serde::Serialize, session: Option<String>) -> HttpResponse {
+    let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(body).unwrap_or_default())
         .into_response();
     if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
         resp.headers_mut().insert(SESSION_HEADER, s);
@@ -101,10 +78,7 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
     if !origin_allowed(&headers) {
         return rpc_error(
             StatusCode::FORBIDDEN,
-            RpcError::new(
-                ErrorCode::Unauthorized,
-                "requests from this Origin are not allowed",
-            ),
+            RpcError::new(ErrorCode::Unauthorized, "requests from this Origin are not allowed"),
         );
     }
     let bytes: Bytes = match axum::body::to_bytes(body, st.max_body).await {
@@ -129,17 +103,10 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
         st.gw.handle(msg, &ctx).await;
         return StatusCode::ACCEPTED.into_response();
     };
-    let accepts_sse = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/event-stream"));
+    let accepts_sse =
+        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"));
     let streams = match req.method.as_str() {
-        "tools/call" => req
-            .params
-            .as_ref()
-            .and_then(|p| p.get("_meta"))
-            .and_then(|m| m.get("progressToken"))
-            .is_some(),
+        "tools/call" => req.params.as_ref().and_then(|p| p.get("_meta")).and_then(|m| m.get("progressToken")).is_some(),
         "job.attach" => true,
         _ => false,
     };
@@ -153,10 +120,7 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
     }
     // A streaming tools/call: progress notifications, then the response, on one SSE stream.
     let (tx, rx) = mpsc::unbounded_channel::<Push>();
-    let ctx = Ctx {
-        push: Some(tx.clone()),
-        ..ctx
-    };
+    let ctx = Ctx { push: Some(tx.clone()), ..ctx };
     let gw = st.gw.clone();
     tokio::spawn(async move {
         let id = req.id.clone();
@@ -164,10 +128,7 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
             .handle(Incoming::Request(req), &ctx)
             .await
             .unwrap_or_else(|| Response::err(id, RpcError::internal("no response")));
-        let _ = tx.send(Push {
-            event_id: None,
-            message: serde_json::to_value(resp).unwrap_or_default(),
-        });
+        let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() });
     });
     sse(UnboundedReceiverStream::new(rx))
 }
@@ -180,9 +141,7 @@ fn sse(stream: impl Stream<Item = Push> + Send + 'static) -> HttpResponse {
         }
         Ok::<_, Infallible>(e)
     });
-    Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response()
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response()
 }
 
 /// Streams a job's events as `job.event` notifications (ids `<job>:<seq>`), then the final
@@ -190,24 +149,12 @@ fn sse(stream: impl Stream<Item = Push> + Send + 'static) -> HttpResponse {
 async fn attach_stream(gw: Arc<Gateway>, ctx: Ctx, req: axp_protocol::Request) -> HttpResponse {
     let p = req.params.clone().unwrap_or(Value::Null);
     let prepared = (|| {
-        let job_id = p
-            .get("job_id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RpcError::invalid_params("`job_id` is required"))?;
+        let job_id =
+            p.get("job_id").and_then(Value::as_str).ok_or_else(|| RpcError::invalid_params("`job_id` is required"))?;
         let from = p.get("from_seq").and_then(Value::as_u64).unwrap_or(0);
-        let session_id = p
-            .get("session_id")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .or(ctx.session_id.clone());
-        let token = p
-            .get("cap_token")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .or(ctx.token.clone());
-        let s = gw
-            .sessions
-            .authenticate(session_id.as_deref(), token.as_deref())?;
+        let session_id = p.get("session_id").and_then(Value::as_str).map(str::to_string).or(ctx.session_id.clone());
+        let token = p.get("cap_token").and_then(Value::as_str).map(str::to_string).or(ctx.token.clone());
+        let s = gw.sessions.authenticate(session_id.as_deref(), token.as_deref())?;
         Ok::<_, RpcError>((gw.jobs.get(&s.id, job_id)?, from))
     })();
     let (job, from) = match prepared {
@@ -218,10 +165,7 @@ async fn attach_stream(gw: Arc<Gateway>, ctx: Ctx, req: axp_protocol::Request) -
     tokio::spawn(async move {
         let next = replay(&gw, &job, from, &tx, false).await;
         let resp = Response::ok(req.id, json!({"next_seq": next, "done": true}));
-        let _ = tx.send(Push {
-            event_id: None,
-            message: serde_json::to_value(resp).unwrap_or_default(),
-        });
+        let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() });
     });
     sse(UnboundedReceiverStream::new(rx))
 }
@@ -238,25 +182,14 @@ async fn replay(
     let token = job.spec.get("progress_token").cloned();
     let mut seq = from;
     loop {
-        let Ok(batch) = gw
-            .jobs
-            .attach(job, seq, Duration::from_secs(15), 1000)
-            .await
-        else {
+        let Ok(batch) = gw.jobs.attach(job, seq, Duration::from_secs(15), 1000).await else {
             return seq;
         };
         for e in &batch.events {
             let id = Some(format!("{}:{}", job.id, e.seq));
             let message = if progress_only {
                 match (&e.kind, &token) {
-                    (
-                        JobEventKind::Progress {
-                            progress,
-                            total,
-                            message,
-                        },
-                        Some(t),
-                    ) => json!({
+                    (JobEventKind::Progress { progress, total, message }, Some(t)) => json!({
                         "jsonrpc": "2.0", "method": "notifications/progress",
                         "params": {"progressToken": t, "progress": progress, "total": total, "message": message}
                     }),
@@ -265,13 +198,7 @@ async fn replay(
             } else {
                 json!({"jsonrpc": "2.0", "method": "job.event", "params": e})
             };
-            if tx
-                .send(Push {
-                    event_id: id,
-                    message,
-                })
-                .is_err()
-            {
+            if tx.send(Push { event_id: id, message }).is_err() {
                 return seq;
             }
         }
@@ -291,20 +218,14 @@ async fn get_stream(State(st): State<AppState>, headers: HeaderMap) -> HttpRespo
         Ok(s) => s,
         Err(e) => return rpc_error(StatusCode::NOT_FOUND, e),
     };
-    let last = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let last = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_string);
     if let Some(cursor) = last {
-        let Some((job_id, seq)) = cursor
-            .rsplit_once(':')
-            .and_then(|(j, s)| s.parse::<u64>().ok().map(|s| (j.to_string(), s)))
+        let Some((job_id, seq)) =
+            cursor.rsplit_once(':').and_then(|(j, s)| s.parse::<u64>().ok().map(|s| (j.to_string(), s)))
         else {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
-                RpcError::invalid_params(format!(
-                    "`{cursor}` is not an event id this gateway issued"
-                )),
+                RpcError::invalid_params(format!("`{cursor}` is not an event id this gateway issued")),
             );
         };
         let job = match st.gw.jobs.get(&session.id, &job_id) {
@@ -318,10 +239,7 @@ async fn get_stream(State(st): State<AppState>, headers: HeaderMap) -> HttpRespo
             replay(&gw, &job, seq + 1, &tx, from_mcp).await;
             if from_mcp {
                 if let Some(resp) = gw.final_response(&job).await {
-                    let _ = tx.send(Push {
-                        event_id: None,
-                        message: serde_json::to_value(resp).unwrap_or_default(),
-                    });
+                    let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() });
                 }
             }
         });
@@ -331,20 +249,13 @@ async fn get_stream(State(st): State<AppState>, headers: HeaderMap) -> HttpRespo
     let rx = st.gw.notify.subscribe();
     let stream = tokio_stream::wrappers::BroadcastStream::new(rx)
         .filter_map(|m| m.ok())
-        .map(|message| Push {
-            event_id: None,
-            message,
-        });
+        .map(|message| Push { event_id: None, message });
     sse(stream)
 }
 
 async fn delete(State(st): State<AppState>, headers: HeaderMap) -> HttpResponse {
     let ctx = ctx_from(&headers);
-    match st
-        .gw
-        .resume_session(&ctx)
-        .and_then(|s| st.gw.sessions.close(&s.id))
-    {
+    match st.gw.resume_session(&ctx).and_then(|s| st.gw.sessions.close(&s.id)) {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => rpc_error(StatusCode::NOT_FOUND, e),
     }
@@ -358,25 +269,12 @@ async fn healthz(State(st): State<AppState>) -> HttpResponse {
         .into_iter()
         .map(|(id, kind, up, reason, tools)| json!({"id": id.0, "kind": kind, "available": up, "reason": reason, "tools": tools}))
         .collect();
-    json_response(
-        StatusCode::OK,
-        &json!({"status": "ok", "providers": providers, "tools": st.gw.registry.len()}),
-        None,
-    )
+    json_response(StatusCode::OK, &json!({"status": "ok", "providers": providers, "tools": st.gw.registry.len()}), None)
 }
 
 async fn metrics(State(st): State<AppState>) -> HttpResponse {
-    let providers: Vec<(String, bool, usize)> = st
-        .gw
-        .registry
-        .providers()
-        .into_iter()
-        .map(|(id, _, up, _, n)| (id.0, up, n))
-        .collect();
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        st.gw.metrics.render(&providers),
-    )
+    let providers: Vec<(String, bool, usize)> =
+        st.gw.registry.providers().into_iter().map(|(id, _, up, _, n)| (id.0, up, n)).collect();
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], st.gw.metrics.render(&providers))
         .into_response()
 }

@@ -24,14 +24,8 @@ use crate::util::{Utf8Chunker, internal, now_ms};
 
 /// What a job runs.
 pub enum Work {
-    Tool {
-        resolved: Resolved,
-        arguments: serde_json::Map<String, Value>,
-    },
-    Command {
-        spec: ProcessSpec,
-        launcher: Arc<dyn Launcher>,
-    },
+    Tool { resolved: Resolved, arguments: serde_json::Map<String, Value> },
+    Command { spec: ProcessSpec, launcher: Arc<dyn Launcher> },
 }
 
 /// A running job's handles. Dropped when the job ends.
@@ -46,11 +40,7 @@ struct Live {
 
 impl Live {
     fn stop_reason(&self) -> &'static str {
-        if self.timed_out.load(std::sync::atomic::Ordering::SeqCst) {
-            "timeout"
-        } else {
-            "cancel"
-        }
+        if self.timed_out.load(std::sync::atomic::Ordering::SeqCst) { "timeout" } else { "cancel" }
     }
 }
 
@@ -95,11 +85,7 @@ const MAX_ATTACH_BATCH: usize = 1000;
 
 impl Jobs {
     pub fn new(store: Store, metrics: Arc<crate::metrics::Metrics>) -> Self {
-        Self {
-            store,
-            live: Arc::default(),
-            metrics,
-        }
+        Self { store, live: Arc::default(), metrics }
     }
 
     pub fn store(&self) -> &Store {
@@ -130,18 +116,11 @@ impl Jobs {
             ended_ms: None,
             idempotency_key,
         };
-        match self
-            .store
-            .create_job(&rec)
-            .map_err(|e| internal("recording a job", e))?
-        {
+        match self.store.create_job(&rec).map_err(|e| internal("recording a job", e))? {
             Created::Existing(existing) => return Ok((existing, false)),
             Created::New => {}
         }
-        let log = self
-            .store
-            .log(&id)
-            .map_err(|e| internal("opening a job log", e))?;
+        let log = self.store.log(&id).map_err(|e| internal("opening a job log", e))?;
         let (tx, _) = watch::channel(0u64);
         let live = Arc::new(Live {
             next_seq: tx,
@@ -153,11 +132,7 @@ impl Jobs {
         lock(&self.live).insert(id.clone(), live.clone());
         self.metrics.jobs_started.inc();
         self.metrics.jobs_running.add(1);
-        let sink = Arc::new(LogSink {
-            log,
-            live: live.clone(),
-            job_id: id.clone(),
-        });
+        let sink = Arc::new(LogSink { log, live: live.clone(), job_id: id.clone() });
         let this = self.clone();
         let job_id = id.clone();
         tokio::spawn(async move {
@@ -176,19 +151,8 @@ impl Jobs {
                 });
             }
             let exit = match work {
-                Work::Tool {
-                    resolved,
-                    arguments,
-                } => {
-                    run_tool(
-                        resolved,
-                        arguments,
-                        &job_id,
-                        sink.clone(),
-                        live.clone(),
-                        cancel,
-                    )
-                    .await
+                Work::Tool { resolved, arguments } => {
+                    run_tool(resolved, arguments, &job_id, sink.clone(), live.clone(), cancel).await
                 }
                 Work::Command { spec, launcher } => {
                     run_command(spec, launcher, sink.clone(), live.clone(), cancel).await
@@ -200,22 +164,11 @@ impl Jobs {
     }
 
     fn finish(&self, job_id: &str, sink: &LogSink, exit: JobEventKind) {
-        if let JobEventKind::Exit {
-            state,
-            code,
-            signal,
-            error,
-        } = &exit
-        {
+        if let JobEventKind::Exit { state, code, signal, error } = &exit {
             sink.emit(exit.clone());
-            if let Err(e) = self.store.set_job_state(
-                job_id,
-                *state,
-                *code,
-                signal.clone(),
-                error.clone(),
-                Some(now_ms()),
-            ) {
+            if let Err(e) =
+                self.store.set_job_state(job_id, *state, *code, signal.clone(), error.clone(), Some(now_ms()))
+            {
                 tracing::error!(job = job_id, error = %e, "cannot record the job's end");
             }
         }
@@ -225,23 +178,14 @@ impl Jobs {
 
     /// Looks a job up and checks it belongs to `session_id`.
     pub fn get(&self, session_id: &str, job_id: &str) -> Result<JobRecord, RpcError> {
-        match self
-            .store
-            .get_job(job_id)
-            .map_err(|e| internal("reading a job", e))?
-        {
+        match self.store.get_job(job_id).map_err(|e| internal("reading a job", e))? {
             Some(j) if j.session_id == session_id => Ok(j),
-            _ => Err(RpcError::new(
-                ErrorCode::UnknownJob,
-                format!("no job `{job_id}` in this session"),
-            )),
+            _ => Err(RpcError::new(ErrorCode::UnknownJob, format!("no job `{job_id}` in this session"))),
         }
     }
 
     pub fn list(&self, session_id: &str) -> Result<Vec<JobRecord>, RpcError> {
-        self.store
-            .list_jobs(session_id)
-            .map_err(|e| internal("listing jobs", e))
+        self.store.list_jobs(session_id).map_err(|e| internal("listing jobs", e))
     }
 
     /// The next seq this job will write (its log length).
@@ -249,10 +193,7 @@ impl Jobs {
         if let Some(l) = lock(&self.live).get(job_id) {
             return *l.next_seq.borrow();
         }
-        self.store
-            .log_reader(job_id)
-            .and_then(|mut l| l.next_seq())
-            .unwrap_or(0)
+        self.store.log_reader(job_id).and_then(|mut l| l.next_seq()).unwrap_or(0)
     }
 
     /// Events from `from_seq`, waiting up to `wait` for the first one if there is none yet.
@@ -266,26 +207,16 @@ impl Jobs {
         let limit = limit.clamp(1, MAX_ATTACH_BATCH);
         let mut events = self.read(&job.id, from_seq, limit).await?;
         if events.is_empty() && !wait.is_zero() {
-            let rx = lock(&self.live)
-                .get(&job.id)
-                .map(|l| l.next_seq.subscribe());
+            let rx = lock(&self.live).get(&job.id).map(|l| l.next_seq.subscribe());
             if let Some(mut rx) = rx {
                 let _ = tokio::time::timeout(wait, rx.wait_for(|n| *n > from_seq)).await;
                 events = self.read(&job.id, from_seq, limit).await?;
             }
         }
         let next_seq = events.last().map_or(from_seq, |e| e.seq + 1);
-        let done = events
-            .iter()
-            .any(|e| matches!(e.kind, JobEventKind::Exit { .. }))
-            || (!self.is_live(&job.id)
-                && next_seq >= self.next_seq(&job.id)
-                && self.is_terminal(&job.id));
-        Ok(AttachBatch {
-            events,
-            next_seq,
-            done,
-        })
+        let done = events.iter().any(|e| matches!(e.kind, JobEventKind::Exit { .. }))
+            || (!self.is_live(&job.id) && next_seq >= self.next_seq(&job.id) && self.is_terminal(&job.id));
+        Ok(AttachBatch { events, next_seq, done })
     }
 
     /// Waits until the job has written past `seq` or ended; `false` if it is not live.
@@ -297,12 +228,7 @@ impl Jobs {
         }
     }
 
-    async fn read(
-        &self,
-        job_id: &str,
-        from_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<JobEvent>, RpcError> {
+    async fn read(&self, job_id: &str, from_seq: u64, limit: usize) -> Result<Vec<JobEvent>, RpcError> {
         let store = self.store.clone();
         let id = job_id.to_string();
         tokio::task::spawn_blocking(move || store.read_log(&id, from_seq, limit))
@@ -316,11 +242,7 @@ impl Jobs {
     }
 
     fn is_terminal(&self, job_id: &str) -> bool {
-        self.store
-            .get_job(job_id)
-            .ok()
-            .flatten()
-            .is_none_or(|j| j.state.is_terminal())
+        self.store.get_job(job_id).ok().flatten().is_none_or(|j| j.state.is_terminal())
     }
 
     pub fn cancel(&self, job_id: &str) -> bool {
@@ -348,18 +270,12 @@ impl Jobs {
 
     /// Writes to a command job's stdin; `eof` closes it.
     pub async fn write(&self, job_id: &str, data: Vec<u8>, eof: bool) -> Result<(), RpcError> {
-        let tx = lock(&self.live)
-            .get(job_id)
-            .and_then(|l| lock(&l.stdin).clone());
+        let tx = lock(&self.live).get(job_id).and_then(|l| lock(&l.stdin).clone());
         let Some(tx) = tx else {
-            return Err(RpcError::invalid_params(
-                "the job has no open stdin (not a command job, or it ended)",
-            ));
+            return Err(RpcError::invalid_params("the job has no open stdin (not a command job, or it ended)"));
         };
         if !data.is_empty() {
-            tx.send(Some(data))
-                .await
-                .map_err(|_| RpcError::invalid_params("the job's stdin is closed"))?;
+            tx.send(Some(data)).await.map_err(|_| RpcError::invalid_params("the job's stdin is closed"))?;
         }
         if eof {
             let _ = tx.send(None).await;
@@ -400,33 +316,23 @@ pub fn provider_error_to_rpc(e: &ProviderError) -> RpcError {
     match e {
         ProviderError::Unavailable { provider, reason } => RpcError::new(
             ErrorCode::ProviderUnavailable,
-            format!(
-                "provider `{provider}` is unavailable: {reason}; it is being restarted, retry shortly"
-            ),
+            format!("provider `{provider}` is unavailable: {reason}; it is being restarted, retry shortly"),
         ),
-        ProviderError::Timeout { tool, secs } => RpcError::new(
-            ErrorCode::ProviderUnavailable,
-            format!("`{tool}` did not answer within {secs}s"),
-        ),
-        ProviderError::Cancelled => {
-            RpcError::new(ErrorCode::InternalError, "the call was cancelled")
+        ProviderError::Timeout { tool, secs } => {
+            RpcError::new(ErrorCode::ProviderUnavailable, format!("`{tool}` did not answer within {secs}s"))
         }
-        ProviderError::UnknownTool(t) => RpcError::new(
-            ErrorCode::UnknownTool,
-            format!("the provider has no tool `{t}` any more"),
-        ),
+        ProviderError::Cancelled => RpcError::new(ErrorCode::InternalError, "the call was cancelled"),
+        ProviderError::UnknownTool(t) => {
+            RpcError::new(ErrorCode::UnknownTool, format!("the provider has no tool `{t}` any more"))
+        }
         ProviderError::InvalidArguments(r) => RpcError::invalid_params(r.clone()),
         ProviderError::Upstream(e) => e.clone(),
-        ProviderError::Config(r) => RpcError::new(
-            ErrorCode::ProviderUnavailable,
-            format!("the provider is misconfigured: {r}"),
-        ),
+        ProviderError::Config(r) => {
+            RpcError::new(ErrorCode::ProviderUnavailable, format!("the provider is misconfigured: {r}"))
+        }
         ProviderError::Io { context, .. } => {
             tracing::error!(error = %e, "provider I/O failure");
-            RpcError::new(
-                ErrorCode::ProviderUnavailable,
-                format!("the provider failed: {context}"),
-            )
+            RpcError::new(ErrorCode::ProviderUnavailable, format!("the provider failed: {context}"))
         }
     }
 }
@@ -439,25 +345,13 @@ async fn run_tool(
     live: Arc<Live>,
     cancel: CancellationToken,
 ) -> JobEventKind {
-    let call = ToolCall {
-        tool: resolved.entry.spec.name.clone(),
-        arguments,
-        meta: Some(json!({"job_id": job_id})),
-    };
-    let result = resolved
-        .provider
-        .call(call, sink.clone(), cancel.clone())
-        .await;
+    let call = ToolCall { tool: resolved.entry.spec.name.clone(), arguments, meta: Some(json!({"job_id": job_id})) };
+    let result = resolved.provider.call(call, sink.clone(), cancel.clone()).await;
     match result {
         Ok(output) => {
             let is_error = output.is_error;
             sink.emit(JobEventKind::Result { output });
-            JobEventKind::Exit {
-                state: JobState::Exited,
-                code: Some(i32::from(is_error)),
-                signal: None,
-                error: None,
-            }
+            JobEventKind::Exit { state: JobState::Exited, code: Some(i32::from(is_error)), signal: None, error: None }
         }
         Err(ProviderError::Cancelled) => JobEventKind::Exit {
             state: JobState::Killed,
@@ -498,11 +392,7 @@ async fn run_command(
         Ok(c) => c,
         Err(e) => return failed(format!("cannot prepare the command: {e}")),
     };
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot start `{}`: {e}", spec.program)),
@@ -525,14 +415,8 @@ async fn run_command(
             }
         });
     }
-    let out = child
-        .stdout
-        .take()
-        .map(|r| tokio::spawn(pump(r, sink.clone(), false)));
-    let err = child
-        .stderr
-        .take()
-        .map(|r| tokio::spawn(pump(r, sink.clone(), true)));
+    let out = child.stdout.take().map(|r| tokio::spawn(pump(r, sink.clone(), false)));
+    let err = child.stderr.take().map(|r| tokio::spawn(pump(r, sink.clone(), true)));
     let status = tokio::select! {
         s = child.wait() => s,
         _ = cancel.cancelled() => {
@@ -559,19 +443,13 @@ async fn run_command(
         Ok(st) => {
             use std::os::unix::process::ExitStatusExt;
             match (st.code(), st.signal()) {
-                (Some(code), _) => JobEventKind::Exit {
-                    state: JobState::Exited,
-                    code: Some(code),
-                    signal: None,
-                    error: None,
-                },
+                (Some(code), _) => {
+                    JobEventKind::Exit { state: JobState::Exited, code: Some(code), signal: None, error: None }
+                }
                 (None, Some(sig)) => JobEventKind::Exit {
                     state: JobState::Killed,
                     code: None,
-                    signal: Some(
-                        nix::sys::signal::Signal::try_from(sig)
-                            .map_or(sig.to_string(), |s| s.to_string()),
-                    ),
+                    signal: Some(nix::sys::signal::Signal::try_from(sig).map_or(sig.to_string(), |s| s.to_string())),
                     error: None,
                 },
                 (None, None) => failed("the process ended without a status".into()),
@@ -598,22 +476,14 @@ async fn pump(mut r: impl tokio::io::AsyncRead + Unpin, sink: Arc<LogSink>, stde
             Ok(n) => {
                 let data = dec.push(&buf[..n]);
                 if !data.is_empty() {
-                    sink.emit(if stderr {
-                        JobEventKind::Stderr { data }
-                    } else {
-                        JobEventKind::Stdout { data }
-                    });
+                    sink.emit(if stderr { JobEventKind::Stderr { data } } else { JobEventKind::Stdout { data } });
                 }
             }
         }
     }
     let rest = dec.finish();
     if !rest.is_empty() {
-        sink.emit(if stderr {
-            JobEventKind::Stderr { data: rest }
-        } else {
-            JobEventKind::Stdout { data: rest }
-        });
+        sink.emit(if stderr { JobEventKind::Stderr { data: rest } } else { JobEventKind::Stdout { data: rest } });
     }
 }
 
@@ -623,16 +493,8 @@ pub fn outcome(events: &[JobEvent]) -> Option<Result<ToolOutput, RpcError>> {
     for e in events {
         match &e.kind {
             JobEventKind::Result { output } => result = Some(output.clone()),
-            JobEventKind::Exit {
-                state,
-                error,
-                code,
-                signal,
-            } => {
-                if let Some(err) = error
-                    .as_ref()
-                    .and_then(|v| serde_json::from_value::<RpcError>(v.clone()).ok())
-                {
+            JobEventKind::Exit { state, error, code, signal } => {
+                if let Some(err) = error.as_ref().and_then(|v| serde_json::from_value::<RpcError>(v.clone()).ok()) {
                     return Some(Err(err));
                 }
                 return Some(Ok(result.clone().unwrap_or_else(|| {
@@ -641,10 +503,7 @@ pub fn outcome(events: &[JobEvent]) -> Option<Result<ToolOutput, RpcError>> {
                         (_, _, Some(s)) => format!("was stopped ({s})"),
                         (s, _, _) => format!("ended: {}", s.as_str()),
                     };
-                    ToolOutput {
-                        is_error: *code != Some(0),
-                        ..ToolOutput::text(format!("the job {what}"))
-                    }
+                    ToolOutput { is_error: *code != Some(0), ..ToolOutput::text(format!("the job {what}")) }
                 })));
             }
             _ => {}

@@ -10,6 +10,7 @@ mod cli;
 mod commands;
 mod config;
 mod dispatch;
+mod egress;
 mod http;
 mod jobs;
 mod metrics;
@@ -42,10 +43,7 @@ fn main() -> ExitCode {
         other => other,
     };
     init_tracing(&cli.log_format);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -79,11 +77,8 @@ fn exit(result: anyhow::Result<i32>) -> ExitCode {
 }
 
 fn init_tracing(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AXP_LOG")
-        .unwrap_or_else(|_| "axp=info,warn".into());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AXP_LOG").unwrap_or_else(|_| "axp=info,warn".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if format == "json" {
         builder.json().init();
     } else {

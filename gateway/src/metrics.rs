@@ -48,31 +48,11 @@ impl Metrics {
         let mut counter = |name: &str, help: &str, v: u64| {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
         };
-        counter(
-            "axp_requests_total",
-            "JSON-RPC requests handled.",
-            self.requests.get(),
-        );
-        counter(
-            "axp_request_errors_total",
-            "JSON-RPC requests answered with an error.",
-            self.request_errors.get(),
-        );
-        counter(
-            "axp_jobs_started_total",
-            "Jobs started.",
-            self.jobs_started.get(),
-        );
-        counter(
-            "axp_sessions_opened_total",
-            "Sessions opened.",
-            self.sessions_opened.get(),
-        );
-        counter(
-            "axp_list_changed_sent_total",
-            "tools/list_changed notifications sent.",
-            self.list_changed_sent.get(),
-        );
+        counter("axp_requests_total", "JSON-RPC requests handled.", self.requests.get());
+        counter("axp_request_errors_total", "JSON-RPC requests answered with an error.", self.request_errors.get());
+        counter("axp_jobs_started_total", "Jobs started.", self.jobs_started.get());
+        counter("axp_sessions_opened_total", "Sessions opened.", self.sessions_opened.get());
+        counter("axp_list_changed_sent_total", "tools/list_changed notifications sent.", self.list_changed_sent.get());
         let _ = writeln!(
             s,
             "# HELP axp_jobs_running Jobs running now.\n# TYPE axp_jobs_running gauge\naxp_jobs_running {}",
@@ -85,10 +65,7 @@ impl Metrics {
         for (id, up, _) in providers {
             let _ = writeln!(s, "axp_provider_up{{provider=\"{id}\"}} {}", u8::from(*up));
         }
-        let _ = writeln!(
-            s,
-            "# HELP axp_provider_tools Tools a provider publishes.\n# TYPE axp_provider_tools gauge"
-        );
+        let _ = writeln!(s, "# HELP axp_provider_tools Tools a provider publishes.\n# TYPE axp_provider_tools gauge");
         for (id, _, n) in providers {
             let _ = writeln!(s, "axp_provider_tools{{provider=\"{id}\"}} {n}");
         }

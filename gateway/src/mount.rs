@@ -23,10 +23,7 @@ use crate::registry::Mount;
 /// variables its config names (`sandbox.env`), plus its own `env`. Nothing else leaks in.
 fn provider_env(block: &SandboxBlock, own: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = [
-        (
-            "PATH",
-            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
-        ),
+        ("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())),
         ("LANG", "C.UTF-8".to_string()),
     ]
     .into_iter()
@@ -46,12 +43,7 @@ fn provider_env(block: &SandboxBlock, own: &BTreeMap<String, String>) -> BTreeMa
 
 fn policy(block: &SandboxBlock, extra_read: &[PathBuf]) -> ProcessPolicy {
     ProcessPolicy {
-        fs_read: block
-            .fs_read
-            .iter()
-            .map(PathBuf::from)
-            .chain(extra_read.iter().cloned())
-            .collect(),
+        fs_read: block.fs_read.iter().map(PathBuf::from).chain(extra_read.iter().cloned()).collect(),
         fs_write: block.fs_write.iter().map(PathBuf::from).collect(),
         net: block.net.clone(),
     }
@@ -66,16 +58,10 @@ pub async fn fleet(
     let extra = &settings.sandbox.extra_read;
     let mut mounts = Vec::new();
     // Servers start concurrently: one slow server must not delay the others.
-    let mut starting: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = Mount> + Send>>> =
-        Vec::new();
+    let mut starting: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = Mount> + Send>>> = Vec::new();
     for s in &fleet.servers {
         let transport = match &s.transport {
-            Transport::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            } => {
+            Transport::Stdio { command, args, env, cwd } => {
                 // The sandbox launcher adds the read-only paths the server's own code needs.
                 let pol = policy(&s.sandbox, extra);
                 McpTransport::Stdio(ProcessSpec {
@@ -86,10 +72,7 @@ pub async fn fleet(
                     policy: pol,
                 })
             }
-            Transport::Http { url, headers, .. } => McpTransport::Http {
-                url: url.clone(),
-                headers: headers.clone(),
-            },
+            Transport::Http { url, headers, .. } => McpTransport::Http { url: url.clone(), headers: headers.clone() },
         };
         let mut cfg = McpConfig::new(ProviderId(s.name.clone()), transport);
         cfg.timeout = Duration::from_secs(s.timeout_s);
@@ -98,12 +81,7 @@ pub async fn fleet(
         let (prefix, approval_required) = (s.prefix, s.approval_required);
         starting.push(Box::pin(async move {
             let provider = McpProvider::start(cfg, launcher).await;
-            Mount {
-                provider,
-                kind: "mcp",
-                prefix,
-                approval_required,
-            }
+            Mount { provider, kind: "mcp", prefix, approval_required }
         }));
     }
     mounts.extend(futures::future::join_all(starting).await);
@@ -113,10 +91,7 @@ pub async fn fleet(
             BridgeProvider::new(
                 BridgeConfig {
                     provider: st.provider.clone(),
-                    bridge: BridgeCommand {
-                        command: st.command.clone(),
-                        args: st.args.clone(),
-                    },
+                    bridge: BridgeCommand { command: st.command.clone(), args: st.args.clone() },
                     tools: st.tools.clone(),
                 },
                 ExecOptions {
@@ -127,20 +102,9 @@ pub async fn fleet(
                 },
                 launcher.clone(),
             )
-            .with_context(|| {
-                format!(
-                    "static provider `{}` ({})",
-                    st.provider,
-                    st.source.display()
-                )
-            })?,
+            .with_context(|| format!("static provider `{}` ({})", st.provider, st.source.display()))?,
         );
-        mounts.push(Mount {
-            provider,
-            kind: "bridge",
-            prefix: st.prefix,
-            approval_required: false,
-        });
+        mounts.push(Mount { provider, kind: "bridge", prefix: st.prefix, approval_required: false });
     }
     for c in &settings.cli {
         let tools = c
@@ -165,12 +129,7 @@ pub async fn fleet(
             CliProvider::new(ProviderId(c.provider.clone()), tools, launcher.clone())
                 .with_context(|| format!("[[cli]] provider `{}`", c.provider))?,
         );
-        mounts.push(Mount {
-            provider,
-            kind: "cli",
-            prefix: PrefixMode::Always,
-            approval_required: false,
-        });
+        mounts.push(Mount { provider, kind: "cli", prefix: PrefixMode::Always, approval_required: false });
     }
     Ok(mounts)
 }
@@ -180,45 +139,26 @@ pub async fn fleet(
 /// same sandbox as everything else.
 pub fn builtin(workspace: &Path, launcher: Arc<dyn Launcher>) -> Result<Mount> {
     let ws = workspace.to_path_buf();
-    let ro = ProcessPolicy {
-        fs_read: vec![ws.clone()],
-        fs_write: Vec::new(),
-        net: Vec::new(),
-    };
-    let rw = ProcessPolicy {
-        fs_read: Vec::new(),
-        fs_write: vec![ws.clone()],
-        net: Vec::new(),
-    };
+    let ro = ProcessPolicy { fs_read: vec![ws.clone()], fs_write: Vec::new(), net: Vec::new() };
+    let rw = ProcessPolicy { fs_read: Vec::new(), fs_write: vec![ws.clone()], net: Vec::new() };
     let env = provider_env(&SandboxBlock::default(), &BTreeMap::new());
-    let tool = |name: &str,
-                description: &str,
-                argv: &[&str],
-                schema: serde_json::Value,
-                policy: &ProcessPolicy| CliToolConfig {
-        name: name.into(),
-        description: description.into(),
-        argv: argv.iter().map(|s| s.to_string()).collect(),
-        input_schema: schema,
-        timeout: Duration::from_secs(120),
-        cwd: Some(ws.clone()),
-        env: env.clone(),
-        policy: policy.clone(),
+    let tool = |name: &str, description: &str, argv: &[&str], schema: serde_json::Value, policy: &ProcessPolicy| {
+        CliToolConfig {
+            name: name.into(),
+            description: description.into(),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            input_schema: schema,
+            timeout: Duration::from_secs(120),
+            cwd: Some(ws.clone()),
+            env: env.clone(),
+            policy: policy.clone(),
+        }
     };
     let tools = vec![
         tool(
             "list_files",
             "List the files and directories under a path in the workspace, recursively to a depth of 3. Read-only.",
-            &[
-                "find",
-                "--",
-                "{path}",
-                "-maxdepth",
-                "3",
-                "-not",
-                "-path",
-                "*/.git/*",
-            ],
+            &["find", "--", "{path}", "-maxdepth", "3", "-not", "-path", "*/.git/*"],
             json!({"type": "object", "properties": {
                 "path": {"type": "string", "description": "Directory to list, relative to the workspace (use `.` for its root)"}
             }, "required": ["path"], "additionalProperties": false}),
@@ -256,8 +196,7 @@ pub fn builtin(workspace: &Path, launcher: Arc<dyn Launcher>) -> Result<Mount> {
     ];
     Ok(Mount {
         provider: Arc::new(
-            CliProvider::new(ProviderId("files".into()), tools, launcher)
-                .context("the built-in tools")?,
+            CliProvider::new(ProviderId("files".into()), tools, launcher).context("the built-in tools")?,
         ),
         kind: "cli",
         prefix: PrefixMode::Always,

@@ -84,15 +84,8 @@ impl Registry {
     pub fn mount(&self, mount: Mount) {
         let id = mount.provider.id().clone();
         let mut st = self.write();
-        st.providers.insert(
-            id,
-            ProviderState {
-                mount,
-                tools: Vec::new(),
-                available: false,
-                reason: Some("starting".into()),
-            },
-        );
+        st.providers
+            .insert(id, ProviderState { mount, tools: Vec::new(), available: false, reason: Some("starting".into()) });
     }
 
     pub fn unmount(&self, id: &ProviderId) -> Option<DynProvider> {
@@ -123,23 +116,12 @@ impl Registry {
         let st = self.read();
         st.providers
             .iter()
-            .map(|(id, p)| {
-                (
-                    id.clone(),
-                    p.mount.kind,
-                    p.available,
-                    p.reason.clone(),
-                    p.tools.len(),
-                )
-            })
+            .map(|(id, p)| (id.clone(), p.mount.kind, p.available, p.reason.clone(), p.tools.len()))
             .collect()
     }
 
     pub fn provider(&self, id: &ProviderId) -> Option<DynProvider> {
-        self.read()
-            .providers
-            .get(id)
-            .map(|p| p.mount.provider.clone())
+        self.read().providers.get(id).map(|p| p.mount.provider.clone())
     }
 
     pub fn problems(&self) -> Vec<String> {
@@ -156,12 +138,7 @@ impl Registry {
         st.entries
             .values()
             .filter(|e| allow(&e.name))
-            .map(|e| {
-                (
-                    e.clone(),
-                    st.providers.get(&e.provider).is_some_and(|p| p.available),
-                )
-            })
+            .map(|e| (e.clone(), st.providers.get(&e.provider).is_some_and(|p| p.available)))
             .collect()
     }
 
@@ -169,12 +146,7 @@ impl Registry {
         let st = self.read();
         let entry = st.entries.get(name)?.clone();
         let p = st.providers.get(&entry.provider)?;
-        Some(Resolved {
-            provider: p.mount.provider.clone(),
-            available: p.available,
-            reason: p.reason.clone(),
-            entry,
-        })
+        Some(Resolved { provider: p.mount.provider.clone(), available: p.available, reason: p.reason.clone(), entry })
     }
 
     /// `axp.index`: one line per tool; with a query, ranked by BM25.
@@ -190,13 +162,9 @@ impl Registry {
         let st = self.read();
         let keep = |e: &Entry| allow(&e.name) && provider.is_none_or(|p| e.provider.as_str() == p);
         let names: Vec<&Entry> = match query.map(str::trim).filter(|q| !q.is_empty()) {
-            Some(q) => st
-                .search
-                .search(q)
-                .into_iter()
-                .filter_map(|(n, _)| st.entries.get(&n))
-                .filter(|e| keep(e))
-                .collect(),
+            Some(q) => {
+                st.search.search(q).into_iter().filter_map(|(n, _)| st.entries.get(&n)).filter(|e| keep(e)).collect()
+            }
             None => st.entries.values().filter(|e| keep(e)).collect(),
         };
         let total = names.len();
@@ -242,44 +210,25 @@ impl Registry {
         let Some(v) = &entry.validator else {
             return Ok(());
         };
-        let errors: Vec<(String, String)> = v
-            .iter_errors(args)
-            .map(|e| (e.instance_path().to_string(), e.to_string()))
-            .collect();
+        let errors: Vec<(String, String)> =
+            v.iter_errors(args).map(|e| (e.instance_path().to_string(), e.to_string())).collect();
         if errors.is_empty() {
             return Ok(());
         }
         let (pointer, reason) = &errors[0];
-        let where_ = if pointer.is_empty() {
-            "the arguments".to_string()
-        } else {
-            format!("`{pointer}`")
-        };
-        Err(RpcError::invalid_params(format!(
-            "invalid arguments for `{}`: {where_}: {reason}",
-            entry.name
-        ))
-        .with_data("pointer", pointer.clone())
-        .with_data(
-            "errors",
-            errors
-                .iter()
-                .map(|(p, r)| json!({"pointer": p, "reason": r}))
-                .collect::<Vec<_>>(),
-        )
-        .with_data("signature", entry.signature.clone()))
+        let where_ = if pointer.is_empty() { "the arguments".to_string() } else { format!("`{pointer}`") };
+        Err(RpcError::invalid_params(format!("invalid arguments for `{}`: {where_}: {reason}", entry.name))
+            .with_data("pointer", pointer.clone())
+            .with_data("errors", errors.iter().map(|(p, r)| json!({"pointer": p, "reason": r})).collect::<Vec<_>>())
+            .with_data("signature", entry.signature.clone()))
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
-        self.state
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
-        self.state
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -291,10 +240,7 @@ pub fn unknown_tool(reg: &Registry, name: &str) -> RpcError {
         Some(n) => format!("; did you mean `{n}`?"),
         None => "; list tools with axp.index".to_string(),
     };
-    RpcError::new(
-        ErrorCode::UnknownTool,
-        format!("no tool named `{name}`{hint}"),
-    )
+    RpcError::new(ErrorCode::UnknownTool, format!("no tool named `{name}`{hint}"))
 }
 
 /// The first sentence of a description, at most [`MAX_DESC`] characters.
@@ -316,21 +262,9 @@ pub fn first_line(desc: &str) -> String {
 /// Replaces characters outside `[a-zA-Z0-9_-]` and shortens over-long names with a stable hash
 /// suffix, so the result always satisfies the 64-character rule.
 pub fn legal_name(raw: &str) -> String {
-    let clean: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let clean = if clean.is_empty() {
-        "_".to_string()
-    } else {
-        clean
-    };
+    let clean: String =
+        raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
+    let clean = if clean.is_empty() { "_".to_string() } else { clean };
     if clean.len() <= MAX_NAME && clean == raw {
         return clean;
     }
@@ -359,11 +293,7 @@ fn rebuild(st: &mut State) {
                 PrefixMode::Never => false,
                 PrefixMode::Conditional => plain_count.get(&t.name).copied().unwrap_or(0) > 1,
             };
-            let raw = if prefixed {
-                format!("{}__{}", id, t.name)
-            } else {
-                t.name.clone()
-            };
+            let raw = if prefixed { format!("{}__{}", id, t.name) } else { t.name.clone() };
             let name = legal_name(&raw);
             if let Some(prev) = entries.get(&name) {
                 problems.push(format!(
@@ -374,10 +304,7 @@ fn rebuild(st: &mut State) {
             }
             let (validator, schema_error) = match jsonschema::options().build(&t.input_schema) {
                 Ok(v) => (Some(Arc::new(v)), None),
-                Err(e) => (
-                    None,
-                    Some(format!("the input schema is not valid JSON Schema: {e}")),
-                ),
+                Err(e) => (None, Some(format!("the input schema is not valid JSON Schema: {e}"))),
             };
             entries.insert(
                 name.clone(),
@@ -417,32 +344,19 @@ mod tests {
 
     #[test]
     fn names_fit_the_rule() {
-        assert_eq!(
-            legal_name("time__get_current_time"),
-            "time__get_current_time"
-        );
+        assert_eq!(legal_name("time__get_current_time"), "time__get_current_time");
         assert_eq!(legal_name("fs__read.file/x"), "fs__read_file_x");
         let long = format!("p__{}", "x".repeat(100));
         let n = legal_name(&long);
         assert_eq!(n.len(), MAX_NAME);
         assert_eq!(n, legal_name(&long), "stable");
-        assert_ne!(
-            n,
-            legal_name(&format!("p__{}y", "x".repeat(100))),
-            "distinct"
-        );
-        assert!(
-            n.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        );
+        assert_ne!(n, legal_name(&format!("p__{}y", "x".repeat(100))), "distinct");
+        assert!(n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
     }
 
     #[test]
     fn first_line_is_short() {
-        assert_eq!(
-            first_line("Echoes back the input. Use it for tests."),
-            "Echoes back the input."
-        );
+        assert_eq!(first_line("Echoes back the input. Use it for tests."), "Echoes back the input.");
         assert_eq!(first_line("Line one\nline two"), "Line one");
         let long = "word ".repeat(60);
         assert!(first_line(&long).chars().count() <= MAX_DESC);

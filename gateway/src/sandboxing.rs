@@ -9,26 +9,21 @@ use std::sync::Arc;
 
 use axp_providers::{Launcher, ProcessSpec, ProviderError};
 use axp_sandbox::{Layers, Policy};
+
+use crate::egress::{Egress, SANDBOX_PROXY_PORT};
 use serde_json::{Value, json};
 
 /// The layers in force, or why `kernel-lsm` cannot be granted; and its launcher.
-pub fn kernel_lsm(extra_read: &[PathBuf]) -> (Result<Value, String>, Option<Arc<dyn Launcher>>) {
+pub fn kernel_lsm(extra_read: &[PathBuf], egress: Arc<Egress>) -> (Result<Value, String>, Option<Arc<dyn Launcher>>) {
     let host = axp_sandbox::probe();
     match host.kernel_lsm_available() {
         Ok(layers) => match std::env::current_exe() {
             Ok(exe) => {
-                let launcher: Arc<dyn Launcher> = Arc::new(SandboxLauncher {
-                    exe,
-                    extra_read: extra_read.to_vec(),
-                });
+                let launcher: Arc<dyn Launcher> =
+                    Arc::new(SandboxLauncher { exe, extra_read: extra_read.to_vec(), egress });
                 (Ok(layers_json(&layers)), Some(launcher))
             }
-            Err(e) => (
-                Err(format!(
-                    "cannot find the gateway's own executable to re-execute: {e}"
-                )),
-                None,
-            ),
+            Err(e) => (Err(format!("cannot find the gateway's own executable to re-execute: {e}")), None),
         },
         Err(why) => (Err(why), None),
     }
@@ -48,10 +43,11 @@ pub fn layers_json(l: &Layers) -> Value {
 }
 
 /// Runs processes under the `kernel-lsm` tier by re-executing the gateway as `__sandbox-exec`.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SandboxLauncher {
     pub exe: PathBuf,
     pub extra_read: Vec<PathBuf>,
+    pub egress: Arc<Egress>,
 }
 
 /// The directory a process's policy is centred on: the grant that contains its working
@@ -70,17 +66,7 @@ fn workspace_of(spec: &ProcessSpec) -> PathBuf {
 }
 
 /// Compiles the kernel policy for one process.
-pub fn compile(
-    spec: &ProcessSpec,
-    extra_read: &[PathBuf],
-    argv: &[String],
-) -> Result<Policy, String> {
-    if !spec.policy.net.is_empty() {
-        return Err(format!(
-            "this process is granted network access ({}), which needs the egress proxy; it is not wired into this build yet, so the process is not started rather than started unconfined",
-            spec.policy.net.join(", ")
-        ));
-    }
+pub fn compile(spec: &ProcessSpec, extra_read: &[PathBuf], argv: &[String], egress: &Egress) -> Result<Policy, String> {
     let workspace = workspace_of(spec);
     let mut b = Policy::builder(&workspace).clear_env();
     for (k, v) in &spec.env {
@@ -99,15 +85,18 @@ pub fn compile(
     if let Some(cwd) = &spec.cwd {
         b = b.cwd(cwd);
     }
+    // Network: nothing (loopback only) unless granted, and then only through the proxy that
+    // enforces exactly these grants.
+    if !spec.policy.net.is_empty() {
+        let sock = egress.socket_for(&spec.policy.net)?;
+        b = b.net_proxy(sock, SANDBOX_PROXY_PORT);
+    }
     b.build().map_err(|e| e.to_string())
 }
 
 /// Paths the sandbox always mounts read-only (or refuses to grant): no need to list them.
 fn is_system(p: &Path) -> bool {
-    matches!(
-        p.to_str(),
-        Some("/" | "/usr" | "/bin" | "/lib" | "/lib64" | "/proc" | "/dev" | "/sys")
-    )
+    matches!(p.to_str(), Some("/" | "/usr" | "/bin" | "/lib" | "/lib64" | "/proc" | "/dev" | "/sys"))
 }
 
 impl Launcher for SandboxLauncher {
@@ -122,7 +111,7 @@ impl Launcher for SandboxLauncher {
                 argv[0] = found.to_string_lossy().into_owned();
             }
         }
-        let policy = compile(spec, &self.extra_read, &argv).map_err(ProviderError::Config)?;
+        let policy = compile(spec, &self.extra_read, &argv, &self.egress).map_err(ProviderError::Config)?;
         let std_cmd = axp_sandbox::command(&self.exe, &policy, &argv)
             .map_err(|e| ProviderError::io("preparing the sandbox", e))?;
         let mut cmd = tokio::process::Command::from(std_cmd);

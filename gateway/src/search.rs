@@ -27,8 +27,8 @@ pub fn tokenize(text: &str) -> Vec<String> {
 }
 
 const STOP: &[&str] = &[
-    "a", "an", "the", "of", "to", "and", "or", "in", "on", "for", "with", "is", "it", "this",
-    "that", "by", "be", "as", "at", "from",
+    "a", "an", "the", "of", "to", "and", "or", "in", "on", "for", "with", "is", "it", "this", "that", "by", "be", "as",
+    "at", "from",
 ];
 
 fn push(out: &mut Vec<String>, cur: &mut String) {
@@ -49,12 +49,7 @@ fn stem(w: &str) -> String {
     if n > 4 && w.ends_with("ed") {
         return w[..n - 2].to_string();
     }
-    if n > 4
-        && w.ends_with("es")
-        && ["s", "x", "z", "ch", "sh"]
-            .iter()
-            .any(|e| w[..n - 2].ends_with(e))
-    {
+    if n > 4 && w.ends_with("es") && ["s", "x", "z", "ch", "sh"].iter().any(|e| w[..n - 2].ends_with(e)) {
         return w[..n - 2].to_string();
     }
     if n > 3 && w.ends_with('s') && !w.ends_with("ss") {
@@ -79,11 +74,7 @@ impl Doc {
         for p in params {
             body_tokens.extend(tokenize(p));
         }
-        Self {
-            name: name.to_string(),
-            name_tokens,
-            body_tokens,
-        }
+        Self { name: name.to_string(), name_tokens, body_tokens }
     }
 }
 
@@ -112,11 +103,7 @@ impl Bm25 {
                 *df.entry(t.clone()).or_default() += 1;
             }
         }
-        let avg_len = if docs.is_empty() {
-            0.0
-        } else {
-            total as f64 / docs.len() as f64
-        };
+        let avg_len = if docs.is_empty() { 0.0 } else { total as f64 / docs.len() as f64 };
         Self { docs, df, avg_len }
     }
 
@@ -140,8 +127,7 @@ impl Bm25 {
                     }
                     let df = *self.df.get(t).unwrap_or(&0) as f64;
                     let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-                    score += idf * tf * (K1 + 1.0)
-                        / (tf + K1 * (1.0 - B + B * len / self.avg_len.max(1.0)));
+                    score += idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / self.avg_len.max(1.0)));
                     if d.name_tokens.contains(t) {
                         score += NAME_BOOST * idf;
                     }
@@ -168,26 +154,14 @@ mod tests {
     #[test]
     fn ranks_relevant_tools_first() {
         let idx = Bm25::new(vec![
-            Doc::new(
-                "time__get_current_time",
-                "Get current time in a specific timezone",
-                &["timezone".into()],
-            ),
+            Doc::new("time__get_current_time", "Get current time in a specific timezone", &["timezone".into()]),
             Doc::new(
                 "time__convert_time",
                 "Convert time between timezones",
                 &["source_timezone".into(), "time".into()],
             ),
-            Doc::new(
-                "everything__echo",
-                "Echoes back the input",
-                &["message".into()],
-            ),
-            Doc::new(
-                "files__read_file",
-                "Read a file from the workspace",
-                &["path".into()],
-            ),
+            Doc::new("everything__echo", "Echoes back the input", &["message".into()]),
+            Doc::new("files__read_file", "Read a file from the workspace", &["path".into()]),
         ]);
         let r = idx.search("convert timezone");
         assert_eq!(r[0].0, "time__convert_time");

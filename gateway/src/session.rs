@@ -67,13 +67,7 @@ fn random_b64(n: usize) -> String {
 
 impl Sessions {
     pub fn new(store: Store, profile: Profile, tiers: Arc<Tiers>, auth: Auth) -> Self {
-        Self {
-            store,
-            profile,
-            tiers,
-            auth,
-            cache: RwLock::new(HashMap::new()),
-        }
+        Self { store, profile, tiers, auth, cache: RwLock::new(HashMap::new()) }
     }
 
     pub fn profile(&self) -> &Profile {
@@ -86,20 +80,11 @@ impl Sessions {
 
     /// `session.open` (and MCP `initialize` with `id_is_bearer`): grants the asked capabilities
     /// if the profile covers them, and mints the session's root token.
-    pub fn open(
-        &self,
-        p: SessionOpenParams,
-        id_is_bearer: bool,
-    ) -> Result<SessionOpenResult, RpcError> {
+    pub fn open(&self, p: SessionOpenParams, id_is_bearer: bool) -> Result<SessionOpenResult, RpcError> {
         let caps = match &p.capabilities {
             None => self.profile.capabilities.clone(),
             Some(list) => CapabilitySet::parse_all(list).map_err(|errs| {
-                RpcError::invalid_params(
-                    errs.iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                )
+                RpcError::invalid_params(errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
             })?,
         };
         if let Some(c) = self.profile.capabilities.first_uncovered(&caps) {
@@ -111,11 +96,7 @@ impl Sessions {
         }
         let (tier, layers) = self.tiers.grant(p.sandbox_tier)?;
         let workspace = self.workspace_for(p.workspace.as_deref())?;
-        let ttl = p
-            .ttl_s
-            .unwrap_or(self.profile.ttl_s)
-            .min(self.profile.max_ttl_s)
-            .max(1);
+        let ttl = p.ttl_s.unwrap_or(self.profile.ttl_s).min(self.profile.max_ttl_s).max(1);
         let id = format!("s_{}", random_b64(16));
         let now = now_ms();
         let expires_ms = now + ttl * 1000;
@@ -142,8 +123,7 @@ impl Sessions {
                 id_is_bearer,
             })
             .map_err(|e| crate::util::internal("storing a session", e))?;
-        self.write_cache()
-            .insert(id.clone(), Arc::new(session.clone()));
+        self.write_cache().insert(id.clone(), Arc::new(session.clone()));
         Ok(SessionOpenResult {
             session_id: id,
             granted_tier: tier,
@@ -162,25 +142,14 @@ impl Sessions {
             return Ok(root.clone());
         };
         let asked = Path::new(asked);
-        let candidate = if asked.is_absolute() {
-            asked.to_path_buf()
-        } else {
-            root.join(asked)
-        };
+        let candidate = if asked.is_absolute() { asked.to_path_buf() } else { root.join(asked) };
         let canon = candidate.canonicalize().map_err(|e| {
-            RpcError::invalid_params(format!(
-                "workspace `{}` cannot be used: {e}",
-                candidate.display()
-            ))
+            RpcError::invalid_params(format!("workspace `{}` cannot be used: {e}", candidate.display()))
         })?;
         if !canon.starts_with(root) {
             return Err(RpcError::new(
                 ErrorCode::CapabilityDenied,
-                format!(
-                    "workspace `{}` is outside the operator's workspace `{}`",
-                    canon.display(),
-                    root.display()
-                ),
+                format!("workspace `{}` is outside the operator's workspace `{}`", canon.display(), root.display()),
             ));
         }
         Ok(canon)
@@ -189,25 +158,13 @@ impl Sessions {
     /// Authenticates a request. With a token, the token is verified (and must belong to `id`
     /// when one is named) and its effective grants apply; without one, only a bearer session
     /// (MCP) is accepted, with the session's own grants.
-    pub fn authenticate(
-        &self,
-        id: Option<&str>,
-        token: Option<&str>,
-    ) -> Result<Arc<Session>, RpcError> {
+    pub fn authenticate(&self, id: Option<&str>, token: Option<&str>) -> Result<Arc<Session>, RpcError> {
         let now = now_ms();
         let verified = match (token, id) {
-            (Some(t), Some(id)) => Some(
-                self.auth
-                    .verifier
-                    .verify_for_session(t, id, now)
-                    .map_err(|e| e.to_rpc_error())?,
-            ),
-            (Some(t), None) => Some(
-                self.auth
-                    .verifier
-                    .verify(t, now)
-                    .map_err(|e| e.to_rpc_error())?,
-            ),
+            (Some(t), Some(id)) => {
+                Some(self.auth.verifier.verify_for_session(t, id, now).map_err(|e| e.to_rpc_error())?)
+            }
+            (Some(t), None) => Some(self.auth.verifier.verify(t, now).map_err(|e| e.to_rpc_error())?),
             (None, _) => None,
         };
         let id = match (&verified, id) {
@@ -271,27 +228,16 @@ impl Sessions {
         caps: &[String],
         ttl_s: Option<u64>,
     ) -> Result<(String, Arc<axp_caps::Verified>), RpcError> {
-        let v = self
-            .auth
-            .verifier
-            .verify(parent, now_ms())
-            .map_err(|e| e.to_rpc_error())?;
+        let v = self.auth.verifier.verify(parent, now_ms()).map_err(|e| e.to_rpc_error())?;
         let caps = CapabilitySet::parse_all(caps).map_err(|errs| {
-            RpcError::invalid_params(
-                errs.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            )
+            RpcError::invalid_params(errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
         })?;
         let token = Token::parse(parent).map_err(|e| e.to_rpc_error())?;
         let expires = ttl_s.map(|t| (now_ms() + t * 1000).min(v.expires_ms));
         let child = axp_caps::attenuate(&token, &caps, expires).map_err(|e| match e {
             axp_caps::AttenuateError::Widening { grant } => RpcError::new(
                 ErrorCode::CapabilityDenied,
-                format!(
-                    "the parent token does not cover `{grant}`; a child can only narrow its parent"
-                ),
+                format!("the parent token does not cover `{grant}`; a child can only narrow its parent"),
             )
             .with_data("missing", grant.to_string()),
             other => RpcError::invalid_params(other.to_string()),
@@ -310,22 +256,16 @@ impl Sessions {
             }
         }
         self.write_cache().remove(id);
-        self.store
-            .close_session(id)
-            .map_err(|e| crate::util::internal("closing a session", e))?;
+        self.store.close_session(id).map_err(|e| crate::util::internal("closing a session", e))?;
         Ok(())
     }
 
     fn read_cache(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Session>>> {
-        self.cache
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.cache.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn write_cache(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Session>>> {
-        self.cache
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.cache.write().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -37,12 +37,7 @@ pub fn ts_type(schema: &Value, depth: usize) -> String {
     }
     match s.get("type") {
         Some(Value::String(t)) => single(t, s, depth),
-        Some(Value::Array(ts)) => union(
-            ts.iter()
-                .filter_map(Value::as_str)
-                .map(|t| single(t, s, depth))
-                .collect(),
-        ),
+        Some(Value::Array(ts)) => union(ts.iter().filter_map(Value::as_str).map(|t| single(t, s, depth)).collect()),
         _ if s.contains_key("properties") => single("object", s, depth),
         _ => "unknown".into(),
     }
@@ -55,14 +50,8 @@ fn single(t: &str, s: &serde_json::Map<String, Value>, depth: usize) -> String {
         "boolean" => "boolean".into(),
         "null" => "null".into(),
         "array" => {
-            let item = s
-                .get("items")
-                .map_or_else(|| "unknown".into(), |i| ts_type(i, depth + 1));
-            if item.contains(' ') {
-                format!("Array<{item}>")
-            } else {
-                format!("{item}[]")
-            }
+            let item = s.get("items").map_or_else(|| "unknown".into(), |i| ts_type(i, depth + 1));
+            if item.contains(' ') { format!("Array<{item}>") } else { format!("{item}[]") }
         }
         "object" => object(s, depth),
         _ => "unknown".into(),
@@ -77,11 +66,7 @@ fn object(s: &serde_json::Map<String, Value>, depth: usize) -> String {
     let mut fields = Vec::new();
     if let Some(Value::Object(props)) = s.get("properties") {
         for (k, v) in props {
-            let opt = if required.contains(&k.as_str()) {
-                ""
-            } else {
-                "?"
-            };
+            let opt = if required.contains(&k.as_str()) { "" } else { "?" };
             let key = if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !k.is_empty() {
                 k.clone()
             } else {
@@ -92,19 +77,13 @@ fn object(s: &serde_json::Map<String, Value>, depth: usize) -> String {
     }
     match s.get("additionalProperties") {
         Some(Value::Object(_)) | Some(Value::Bool(true)) if fields.is_empty() => {
-            let v = s
-                .get("additionalProperties")
-                .map_or_else(|| "unknown".into(), |a| ts_type(a, depth + 1));
+            let v = s.get("additionalProperties").map_or_else(|| "unknown".into(), |a| ts_type(a, depth + 1));
             let v = if v == "never" { "unknown".into() } else { v };
             return format!("Record<string, {v}>");
         }
         _ => {}
     }
-    if fields.is_empty() {
-        "{}".into()
-    } else {
-        format!("{{ {} }}", fields.join("; "))
-    }
+    if fields.is_empty() { "{}".into() } else { format!("{{ {} }}", fields.join("; ")) }
 }
 
 fn literal(v: &Value) -> String {
@@ -148,24 +127,12 @@ mod tests {
         assert_eq!(ts_type(&json!({}), 0), "unknown");
         assert_eq!(ts_type(&json!({"type": "object"}), 0), "{}");
         assert_eq!(
-            ts_type(
-                &json!({"type": "object", "additionalProperties": {"type": "string"}}),
-                0
-            ),
+            ts_type(&json!({"type": "object", "additionalProperties": {"type": "string"}}), 0),
             "Record<string, string>"
         );
+        assert_eq!(ts_type(&json!({"anyOf": [{"type": "string"}, {"type": "number"}]}), 0), "string | number");
         assert_eq!(
-            ts_type(
-                &json!({"anyOf": [{"type": "string"}, {"type": "number"}]}),
-                0
-            ),
-            "string | number"
-        );
-        assert_eq!(
-            ts_type(
-                &json!({"type": "object", "properties": {"a-b": {"type": "string"}}}),
-                0
-            ),
+            ts_type(&json!({"type": "object", "properties": {"a-b": {"type": "string"}}}), 0),
             "{ \"a-b\"?: string }"
         );
         assert_eq!(ts_type(&json!({"$ref": "#/defs/x"}), 0), "unknown");

@@ -18,9 +18,7 @@ pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
         while let Some(line) = out_rx.recv().await {
-            if stdout.write_all(line.as_bytes()).await.is_err()
-                || stdout.write_all(b"\n").await.is_err()
-            {
+            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.write_all(b"\n").await.is_err() {
                 break;
             }
             let _ = stdout.flush().await;
@@ -37,10 +35,7 @@ pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
         }
     });
     let session: Arc<Mutex<Option<String>>> = Arc::default();
-    let mut lines = FramedRead::new(
-        tokio::io::stdin(),
-        LinesCodec::new_with_max_length(max_line),
-    );
+    let mut lines = FramedRead::new(tokio::io::stdin(), LinesCodec::new_with_max_length(max_line));
     while let Some(line) = lines.next().await {
         let line = match line {
             Ok(l) => l,
@@ -78,20 +73,11 @@ pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
                     let _ = fwd_out.send(p.message.to_string());
                 }
             });
-            let current = session
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone();
-            let ctx = Ctx {
-                session_id: current,
-                push: Some(push_tx),
-                ..Ctx::default()
-            };
+            let current = session.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            let ctx = Ctx { session_id: current, push: Some(push_tx), ..Ctx::default() };
             let resp = gw.handle(msg, &ctx).await;
             if let Some(opened) = ctx.opened_session() {
-                *session
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(opened);
+                *session.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(opened);
             }
             drop(ctx);
             let _ = fwd.await;

@@ -25,10 +25,7 @@ pub struct Tiers {
 
 impl Tiers {
     /// Grants `asked` (or the default) or says exactly why not.
-    pub fn grant(
-        &self,
-        asked: Option<SandboxTier>,
-    ) -> Result<(SandboxTier, Option<Value>), RpcError> {
+    pub fn grant(&self, asked: Option<SandboxTier>) -> Result<(SandboxTier, Option<Value>), RpcError> {
         let tier = asked.unwrap_or(self.default);
         match tier {
             SandboxTier::KernelLsm => match &self.kernel_lsm {
@@ -37,19 +34,16 @@ impl Tiers {
             },
             SandboxTier::DevNone if self.dev_none_allowed => Ok((
                 tier,
-                Some(
-                    serde_json::json!({"warning": "no sandbox: processes run with the gateway's authority"}),
-                ),
+                Some(serde_json::json!({"warning": "no sandbox: processes run with the gateway's authority"})),
             )),
             SandboxTier::DevNone => Err(unavailable(
                 tier,
                 "the operator has not allowed running without a sandbox (axp serve --dangerously-allow-dev-none)",
             )),
             SandboxTier::Container => Err(unavailable(tier, "the container tier is not built yet")),
-            SandboxTier::ProcessToken => Err(unavailable(
-                tier,
-                "the process-token tier exists only on Windows and is not built",
-            )),
+            SandboxTier::ProcessToken => {
+                Err(unavailable(tier, "the process-token tier exists only on Windows and is not built"))
+            }
         }
     }
 
@@ -57,24 +51,16 @@ impl Tiers {
     pub fn launcher(&self, tier: SandboxTier) -> Result<Arc<dyn Launcher>, RpcError> {
         match tier {
             SandboxTier::DevNone if self.dev_none_allowed => Ok(Arc::new(DirectLauncher)),
-            SandboxTier::KernelLsm => self.kernel_launcher.clone().ok_or_else(|| {
-                unavailable(
-                    tier,
-                    self.kernel_lsm
-                        .as_ref()
-                        .err()
-                        .map_or("no launcher", |s| s.as_str()),
-                )
-            }),
+            SandboxTier::KernelLsm => self
+                .kernel_launcher
+                .clone()
+                .ok_or_else(|| unavailable(tier, self.kernel_lsm.as_ref().err().map_or("no launcher", |s| s.as_str()))),
             other => Err(unavailable(other, "not available on this gateway")),
         }
     }
 }
 
 fn unavailable(tier: SandboxTier, why: &str) -> RpcError {
-    RpcError::new(
-        ErrorCode::TierUnavailable,
-        format!("sandbox tier `{tier}` is unavailable: {why}"),
-    )
-    .with_data("tier", tier.as_str())
+    RpcError::new(ErrorCode::TierUnavailable, format!("sandbox tier `{tier}` is unavailable: {why}"))
+        .with_data("tier", tier.as_str())
 }

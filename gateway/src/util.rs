@@ -4,17 +4,13 @@
 use axp_protocol::RpcError;
 
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Logs `err` with its context and returns a caller-safe `InternalError`.
 pub fn internal(context: &str, err: impl std::fmt::Display) -> RpcError {
     tracing::error!(%err, "{context}");
-    RpcError::internal(format!(
-        "the gateway failed while {context}; see the gateway log"
-    ))
+    RpcError::internal(format!("the gateway failed while {context}; see the gateway log"))
 }
 
 /// Decodes a byte stream into UTF-8 text chunk by chunk, holding back an incomplete trailing

@@ -63,9 +63,7 @@ pub fn run(cmd: AuditCommand) -> Result<i32> {
 }
 
 fn audit_dir(state_dir: Option<PathBuf>) -> PathBuf {
-    state_dir
-        .unwrap_or_else(crate::commands::serve::default_state_dir)
-        .join("audit")
+    state_dir.unwrap_or_else(crate::commands::serve::default_state_dir).join("audit")
 }
 
 fn verify(a: VerifyArgs) -> Result<i32> {
@@ -93,10 +91,7 @@ fn verify(a: VerifyArgs) -> Result<i32> {
         Err(e) => {
             if a.json {
                 let mut v = serde_json::json!({"ok": false, "error": e.to_string()});
-                if let axp_audit::VerifyError::BadRecord {
-                    seq, file, line, ..
-                } = &e
-                {
+                if let axp_audit::VerifyError::BadRecord { seq, file, line, .. } = &e {
                     v["seq"] = (*seq).into();
                     v["file"] = file.display().to_string().into();
                     v["line"] = (*line).into();
@@ -113,18 +108,11 @@ fn verify(a: VerifyArgs) -> Result<i32> {
 fn tail(a: TailArgs) -> Result<i32> {
     let dir = audit_dir(a.state_dir.clone());
     if !dir.is_dir() && !a.follow {
-        bail!(
-            "no audit log at {}\nhint: pass the gateway's --state-dir",
-            dir.display()
-        );
+        bail!("no audit log at {}\nhint: pass the gateway's --state-dir", dir.display());
     }
     let filter = Filter {
         session: a.session.clone(),
-        kinds: a
-            .kind
-            .iter()
-            .map(|k| k.parse::<Kind>().unwrap_or_else(|e| match e {}))
-            .collect(),
+        kinds: a.kind.iter().map(|k| k.parse::<Kind>().unwrap_or_else(|e| match e {})).collect(),
     };
     // Without --from, find where the last N matching records start with one pass over the log.
     let from = match a.from {
@@ -145,12 +133,7 @@ fn tail(a: TailArgs) -> Result<i32> {
         }
     };
     let records: Box<dyn Iterator<Item = Result<Record, axp_audit::AuditError>>> = if a.follow {
-        Box::new(axp_audit::follow(
-            &dir,
-            from,
-            filter,
-            Duration::from_millis(200),
-        ))
+        Box::new(axp_audit::follow(&dir, from, filter, Duration::from_millis(200)))
     } else {
         Box::new(axp_audit::tail(&dir, from, filter))
     };

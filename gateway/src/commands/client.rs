@@ -42,34 +42,20 @@ impl Client {
             .ok()
             .and_then(|b| serde_json::from_slice::<BTreeMap<String, Saved>>(&b).ok())
             .and_then(|m| m.get(&args.url).cloned());
-        Self {
-            http: reqwest::Client::new(),
-            url: args.url.clone(),
-            session: saved,
-            next_id: 1,
-        }
+        Self { http: reqwest::Client::new(), url: args.url.clone(), session: saved, next_id: 1 }
     }
 
     async fn raw(&mut self, method: &str, params: Value) -> Result<Result<Value, Remote>> {
         self.next_id += 1;
-        let body =
-            json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        let body = json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
         let mut req = self.http.post(&self.url).json(&body);
         if let Some(s) = &self.session {
-            req = req
-                .header("Mcp-Session-Id", &s.session_id)
-                .header("Axp-Capability", &s.cap_token);
+            req = req.header("Mcp-Session-Id", &s.session_id).header("Axp-Capability", &s.cap_token);
         }
         let resp = req.send().await.with_context(|| {
-            format!(
-                "cannot reach the gateway at {}\nhint: start it with `axp serve`, or pass --url",
-                self.url
-            )
+            format!("cannot reach the gateway at {}\nhint: start it with `axp serve`, or pass --url", self.url)
         })?;
-        let v: Value = resp
-            .json()
-            .await
-            .context("the gateway sent something that is not JSON")?;
+        let v: Value = resp.json().await.context("the gateway sent something that is not JSON")?;
         if let Some(e) = v.get("error") {
             let e: axp_protocol::RpcError = serde_json::from_value(e.clone())?;
             return Ok(Err(Remote(e)));
@@ -83,12 +69,7 @@ impl Client {
             self.open_session().await?;
         }
         match self.raw(method, params.clone()).await? {
-            Err(Remote(e))
-                if matches!(
-                    e.kind(),
-                    Some(ErrorCode::UnknownSession | ErrorCode::Unauthorized)
-                ) =>
-            {
+            Err(Remote(e)) if matches!(e.kind(), Some(ErrorCode::UnknownSession | ErrorCode::Unauthorized)) => {
                 self.open_session().await?;
                 self.raw(method, params).await?.map_err(|e| anyhow!(e))
             }
@@ -98,19 +79,14 @@ impl Client {
 
     async fn open_session(&mut self) -> Result<()> {
         self.session = None;
-        let r = self
-            .raw("session.open", json!({}))
-            .await?
-            .map_err(|e| anyhow!(e))?;
+        let r = self.raw("session.open", json!({})).await?.map_err(|e| anyhow!(e))?;
         let saved = Saved {
             session_id: r["session_id"].as_str().unwrap_or_default().to_string(),
             cap_token: r["cap_token"].as_str().unwrap_or_default().to_string(),
         };
         let path = sessions_file();
-        let mut all: BTreeMap<String, Saved> = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
+        let mut all: BTreeMap<String, Saved> =
+            std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
         all.insert(self.url.clone(), saved.clone());
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
@@ -123,33 +99,17 @@ impl Client {
 
 pub async fn index(a: IndexArgs) -> Result<i32> {
     let mut c = Client::new(&a.client);
-    let r = c
-        .call("axp.index", json!({"query": a.query, "limit": a.limit}))
-        .await?;
+    let r = c.call("axp.index", json!({"query": a.query, "limit": a.limit})).await?;
     if a.client.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(0);
     }
     let tools = r["tools"].as_array().cloned().unwrap_or_default();
-    let width = tools
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .map(str::len)
-        .max()
-        .unwrap_or(0);
+    let width = tools.iter().filter_map(|t| t["name"].as_str()).map(str::len).max().unwrap_or(0);
     let mut out = std::io::stdout().lock();
     for t in &tools {
-        let mark = if t["unavailable"].as_bool() == Some(true) {
-            " [unavailable]"
-        } else {
-            ""
-        };
-        writeln!(
-            out,
-            "{:width$}  {}{mark}",
-            t["name"].as_str().unwrap_or(""),
-            t["desc"].as_str().unwrap_or("")
-        )?;
+        let mark = if t["unavailable"].as_bool() == Some(true) { " [unavailable]" } else { "" };
+        writeln!(out, "{:width$}  {}{mark}", t["name"].as_str().unwrap_or(""), t["desc"].as_str().unwrap_or(""))?;
     }
     eprintln!("{} of {} tools", tools.len(), r["total"]);
     Ok(0)
@@ -166,11 +126,7 @@ pub async fn describe(a: DescribeArgs) -> Result<i32> {
     println!();
     println!("{}", r["description"].as_str().unwrap_or(""));
     println!();
-    println!(
-        "provider: {}   requires: {}",
-        r["provider"].as_str().unwrap_or(""),
-        r["requires"]
-    );
+    println!("provider: {}   requires: {}", r["provider"].as_str().unwrap_or(""), r["requires"]);
     println!("schema: {}", serde_json::to_string_pretty(&r["schema"])?);
     Ok(0)
 }
@@ -181,13 +137,8 @@ pub async fn call(a: CallArgs) -> Result<i32> {
         bail!("--args must be a JSON object, e.g. --args '{{\"message\": \"hi\"}}'");
     }
     let mut c = Client::new(&a.client);
-    let r = c
-        .call("job.start", json!({"tool": a.name, "arguments": arguments}))
-        .await?;
-    let job = r["job_id"]
-        .as_str()
-        .ok_or_else(|| anyhow!("the gateway returned no job id"))?
-        .to_string();
+    let r = c.call("job.start", json!({"tool": a.name, "arguments": arguments})).await?;
+    let job = r["job_id"].as_str().ok_or_else(|| anyhow!("the gateway returned no job id"))?.to_string();
     eprintln!("job {job}");
     follow(&mut c, &job, 0, a.client.json).await
 }
@@ -227,12 +178,7 @@ async fn follow(c: &mut Client, job: &str, from: u64, json_out: bool) -> Result<
     let mut seq = from;
     let mut code = 0;
     loop {
-        let r = c
-            .call(
-                "job.attach",
-                json!({"job_id": job, "from_seq": seq, "wait_ms": 20000}),
-            )
-            .await?;
+        let r = c.call("job.attach", json!({"job_id": job, "from_seq": seq, "wait_ms": 20000})).await?;
         let events: Vec<JobEvent> = serde_json::from_value(r["events"].clone())?;
         for e in &events {
             if json_out {
@@ -245,17 +191,10 @@ async fn follow(c: &mut Client, job: &str, from: u64, json_out: bool) -> Result<
                     std::io::stdout().flush()?;
                 }
                 JobEventKind::Stderr { data } => eprint!("{data}"),
-                JobEventKind::Progress {
-                    progress,
-                    total,
-                    message,
-                } => eprintln!(
+                JobEventKind::Progress { progress, total, message } => eprintln!(
                     "progress {progress}{}{}",
                     total.map(|t| format!("/{t}")).unwrap_or_default(),
-                    message
-                        .as_ref()
-                        .map(|m| format!(" {m}"))
-                        .unwrap_or_default()
+                    message.as_ref().map(|m| format!(" {m}")).unwrap_or_default()
                 ),
                 JobEventKind::Log { level, data } => eprintln!("[{level}] {data}"),
                 JobEventKind::Result { output } => {
@@ -270,12 +209,7 @@ async fn follow(c: &mut Client, job: &str, from: u64, json_out: bool) -> Result<
                         code = 1;
                     }
                 }
-                JobEventKind::Exit {
-                    state,
-                    code: c,
-                    signal,
-                    error,
-                } => {
+                JobEventKind::Exit { state, code: c, signal, error } => {
                     if let Some(err) = error {
                         eprintln!(
                             "error: {}",

@@ -34,24 +34,12 @@ fn run_one(a: SandboxRunArgs) -> Result<i32> {
     }
     let host = axp_sandbox::probe();
     if let Err(why) = host.kernel_lsm_available() {
-        bail!(
-            "the kernel-lsm sandbox is unavailable on this host: {why}\nhint: `axp sandbox check` shows every layer"
-        );
+        bail!("the kernel-lsm sandbox is unavailable on this host: {why}\nhint: `axp sandbox check` shows every layer");
     }
-    let workspace: PathBuf = a
-        .workspace
-        .map_or_else(std::env::current_dir, Ok)?
-        .canonicalize()
-        .context("the workspace cannot be used")?;
-    let canon = |p: &PathBuf| {
-        p.canonicalize()
-            .with_context(|| format!("{} cannot be used", p.display()))
-    };
-    let mut fs_write = a
-        .allow_write
-        .iter()
-        .map(canon)
-        .collect::<Result<Vec<_>>>()?;
+    let workspace: PathBuf =
+        a.workspace.map_or_else(std::env::current_dir, Ok)?.canonicalize().context("the workspace cannot be used")?;
+    let canon = |p: &PathBuf| p.canonicalize().with_context(|| format!("{} cannot be used", p.display()));
+    let mut fs_write = a.allow_write.iter().map(canon).collect::<Result<Vec<_>>>()?;
     if a.writable {
         fs_write.push(workspace.clone());
     }
@@ -67,18 +55,17 @@ fn run_one(a: SandboxRunArgs) -> Result<i32> {
         },
     };
     let mut argv = a.command.clone();
-    if let Some(found) = axp_sandbox::discover::find_program(
-        &argv[0],
-        spec.env.get("PATH").map(std::ffi::OsStr::new),
-    ) {
+    if let Some(found) = axp_sandbox::discover::find_program(&argv[0], spec.env.get("PATH").map(std::ffi::OsStr::new)) {
         argv[0] = found.to_string_lossy().into_owned();
     }
-    let policy =
-        crate::sandboxing::compile(&spec, &[], &argv).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // The egress proxy (only started when --allow-net is given) runs on this runtime's threads
+    // while the command runs in the foreground.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let _guard = rt.enter();
+    let egress = crate::egress::Egress::new(std::env::temp_dir().join(format!("axp-egress-{}", std::process::id())));
+    let policy = crate::sandboxing::compile(&spec, &[], &argv, &egress).map_err(|e| anyhow::anyhow!("{e}"))?;
     let exe = std::env::current_exe().context("cannot find the axp executable to re-execute")?;
     let status = axp_sandbox::run(&exe, &policy, &argv).context("cannot start the sandbox")?;
     use std::os::unix::process::ExitStatusExt;
-    Ok(status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }

@@ -18,6 +18,7 @@ use crate::config::env::ProcessEnv;
 use crate::config::fleet::{self, Fleet};
 use crate::config::settings::{self, Settings};
 use crate::dispatch::{Gateway, Options};
+use crate::egress::Egress;
 use crate::jobs::Jobs;
 use crate::metrics::Metrics;
 use crate::mount;
@@ -58,20 +59,14 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         gw.registry.providers().len()
     );
     let app = crate::http::router(gw.clone(), prepared.max_body);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
     shutdown(&gw).await;
     Ok(())
 }
 
 async fn shutdown(gw: &Gateway) {
-    let stops = gw
-        .registry
-        .providers()
-        .into_iter()
-        .filter_map(|(id, ..)| gw.registry.provider(&id))
-        .map(|p| async move {
+    let stops =
+        gw.registry.providers().into_iter().filter_map(|(id, ..)| gw.registry.provider(&id)).map(|p| async move {
             let _ = tokio::time::timeout(Duration::from_secs(3), p.shutdown()).await;
         });
     futures::future::join_all(stops).await;
@@ -113,11 +108,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         .map_or_else(std::env::current_dir, Ok)?
         .canonicalize()
         .context("the workspace directory cannot be used")?;
-    let state_dir = args
-        .state_dir
-        .clone()
-        .or(settings.state_dir.clone())
-        .unwrap_or_else(default_state_dir);
+    let state_dir = args.state_dir.clone().or(settings.state_dir.clone()).unwrap_or_else(default_state_dir);
 
     // The fleet: every --mcp-config file, the settings' files, and the static flags.
     let mut fleet = Fleet::default();
@@ -147,28 +138,18 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         bail!("the configuration has problems:\n{}", problems.join("\n"));
     }
 
-    let tiers = Arc::new(decide_tiers(args, &settings)?);
-    let default_profile = vec![
-        "tool(*)".to_string(),
-        "proc.spawn".to_string(),
-        format!("fs.write({})", workspace.display()),
-    ];
-    let caps = CapabilitySet::parse_all(
-        settings
-            .session
-            .capabilities
-            .as_ref()
-            .unwrap_or(&default_profile),
-    )
-    .map_err(|errs| {
-        anyhow::anyhow!(
-            "[session] capabilities: {}",
-            errs.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
-        )
-    })?;
+    let egress = Arc::new(Egress::new(state_dir.join("egress")));
+    let tiers = Arc::new(decide_tiers(args, &settings, egress.clone())?);
+    let default_profile =
+        vec!["tool(*)".to_string(), "proc.spawn".to_string(), format!("fs.write({})", workspace.display())];
+    let caps = CapabilitySet::parse_all(settings.session.capabilities.as_ref().unwrap_or(&default_profile)).map_err(
+        |errs| {
+            anyhow::anyhow!(
+                "[session] capabilities: {}",
+                errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+            )
+        },
+    )?;
     let profile = Profile {
         capabilities: caps,
         workspace: workspace.clone(),
@@ -183,10 +164,14 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
             // a crash of the gateway loses nothing (events are written before they are sent),
             // a power cut can lose at most the last 100 ms of job endings.
             let options = StoreOptions::default().exit_sync(ExitSync::Batched { interval: Duration::from_millis(100) });
-            let store = Store::open_with(&dir, options).with_context(|| format!("cannot open the state dir {}", dir.display()))?;
+            let store = Store::open_with(&dir, options)
+                .with_context(|| format!("cannot open the state dir {}", dir.display()))?;
             let lost = store.mark_running_lost(crate::util::now_ms())?;
             if lost > 0 {
-                tracing::warn!(lost, "jobs that were running when the gateway stopped are now `lost` (their logs are intact)");
+                tracing::warn!(
+                    lost,
+                    "jobs that were running when the gateway stopped are now `lost` (their logs are intact)"
+                );
             }
             Ok(store)
         })
@@ -194,40 +179,22 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     };
     let metrics = Arc::new(Metrics::default());
     let registry = Registry::new();
-    let key =
-        axp_caps::load_or_create_root_key(&state_dir).context("cannot load the token root key")?;
+    let key = axp_caps::load_or_create_root_key(&state_dir).context("cannot load the token root key")?;
     let verifier = Arc::new(axp_caps::Verifier::new(key));
     let revocations = state_dir.join(axp_caps::REVOCATIONS_FILE_NAME);
-    verifier
-        .load_revocations(&revocations)
-        .context("cannot load the token revocation list")?;
-    let auth = Auth {
-        minter: axp_caps::Minter::new(key),
-        verifier,
-        revocations,
-    };
+    verifier.load_revocations(&revocations).context("cannot load the token revocation list")?;
+    let auth = Auth { minter: axp_caps::Minter::new(key), verifier, revocations };
     let audit = AuditLog::open(&state_dir.join("audit")).context("cannot open the audit log")?;
     let sessions = Sessions::new(store.clone(), profile, tiers.clone(), auth);
     let jobs = Jobs::new(store, metrics.clone());
     let options = Options {
-        inline_tools_max: settings
-            .serve
-            .inline_tools_max
-            .unwrap_or(DEFAULT_INLINE_MAX),
+        inline_tools_max: settings.serve.inline_tools_max.unwrap_or(DEFAULT_INLINE_MAX),
         extra_read: settings.sandbox.extra_read.clone(),
     };
-    let gateway = Arc::new(Gateway::new(
-        registry.clone(),
-        sessions,
-        jobs,
-        metrics,
-        options,
-        audit,
-    ));
+    let gateway = Arc::new(Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit));
 
     let launcher = provider_launcher(&tiers)?;
-    let nothing_configured =
-        fleet.servers.is_empty() && fleet.statics.is_empty() && settings.cli.is_empty();
+    let nothing_configured = fleet.servers.is_empty() && fleet.statics.is_empty() && settings.cli.is_empty();
     let mut mounts: Vec<Mount> = Vec::new();
     if nothing_configured && !args.no_builtin {
         mounts.push(mount::builtin(&workspace, launcher.clone())?);
@@ -244,24 +211,17 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     warnings.extend(registry.problems());
     Ok(Prepared {
         gateway,
-        listen: args
-            .listen
-            .clone()
-            .or(settings.listen.clone())
-            .unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
+        listen: args.listen.clone().or(settings.listen.clone()).unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
         max_body: settings.serve.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY),
         warnings,
     })
 }
 
-fn decide_tiers(args: &ServeArgs, settings: &Settings) -> Result<Tiers> {
-    let dev_none_allowed =
-        args.dangerously_allow_dev_none || settings.sandbox.dangerously_allow_dev_none;
-    let (kernel_lsm, kernel_launcher) = crate::sandboxing::kernel_lsm(&settings.sandbox.extra_read);
+fn decide_tiers(args: &ServeArgs, settings: &Settings, egress: Arc<Egress>) -> Result<Tiers> {
+    let dev_none_allowed = args.dangerously_allow_dev_none || settings.sandbox.dangerously_allow_dev_none;
+    let (kernel_lsm, kernel_launcher) = crate::sandboxing::kernel_lsm(&settings.sandbox.extra_read, egress);
     let default = match settings.sandbox.default_tier.as_deref() {
-        Some(t) => t
-            .parse::<SandboxTier>()
-            .map_err(|e| anyhow::anyhow!("[sandbox] default_tier: {e}"))?,
+        Some(t) => t.parse::<SandboxTier>().map_err(|e| anyhow::anyhow!("[sandbox] default_tier: {e}"))?,
         None if kernel_lsm.is_ok() => SandboxTier::KernelLsm,
         None if dev_none_allowed => SandboxTier::DevNone,
         None => bail!(
@@ -269,20 +229,11 @@ fn decide_tiers(args: &ServeArgs, settings: &Settings) -> Result<Tiers> {
             kernel_lsm.as_ref().err().map_or("", String::as_str)
         ),
     };
-    let tiers = Tiers {
-        kernel_lsm,
-        dev_none_allowed,
-        default,
-        kernel_launcher,
-    };
+    let tiers = Tiers { kernel_lsm, dev_none_allowed, default, kernel_launcher };
     // Refuse to start with a default nobody could be granted.
-    tiers
-        .grant(Some(default))
-        .map_err(|e| anyhow::anyhow!("{}", e.reason()))?;
+    tiers.grant(Some(default)).map_err(|e| anyhow::anyhow!("{}", e.reason()))?;
     if default == SandboxTier::DevNone {
-        tracing::warn!(
-            "sessions run WITHOUT a sandbox (dev-none): every process has the gateway's authority"
-        );
+        tracing::warn!("sessions run WITHOUT a sandbox (dev-none): every process has the gateway's authority");
     }
     Ok(tiers)
 }
@@ -302,11 +253,7 @@ fn provider_launcher(tiers: &Tiers) -> Result<Arc<dyn Launcher>> {
 async fn wait_for_providers(registry: &Registry, max: Duration) {
     let deadline = tokio::time::Instant::now() + max;
     while tokio::time::Instant::now() < deadline {
-        if registry
-            .providers()
-            .iter()
-            .all(|(_, _, up, reason, _)| *up || reason.as_deref() != Some("starting"))
-        {
+        if registry.providers().iter().all(|(_, _, up, reason, _)| *up || reason.as_deref() != Some("starting")) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -336,9 +283,7 @@ pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
                     tracing::info!(provider = %id, "provider available");
                     refresh(&gw, &provider).await;
                 }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    refresh(&gw, &provider).await
-                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => refresh(&gw, &provider).await,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             }
         }

@@ -50,30 +50,21 @@ fn now_ms() -> u64 {
 
 /// "in 59m 58s" / "3h 2m ago", for people reading expiries.
 fn relative(expires_ms: u64, now: u64) -> String {
-    let (secs, past) = if expires_ms >= now {
-        ((expires_ms - now) / 1000, false)
-    } else {
-        ((now - expires_ms) / 1000, true)
-    };
+    let (secs, past) =
+        if expires_ms >= now { ((expires_ms - now) / 1000, false) } else { ((now - expires_ms) / 1000, true) };
     let text = match secs {
         s if s < 60 => format!("{s}s"),
         s if s < 3600 => format!("{}m {}s", s / 60, s % 60),
         s if s < 86_400 => format!("{}h {}m", s / 3600, (s % 3600) / 60),
         s => format!("{}d {}h", s / 86_400, (s % 86_400) / 3600),
     };
-    if past {
-        format!("expired {text} ago")
-    } else {
-        format!("expires in {text}")
-    }
+    if past { format!("expired {text} ago") } else { format!("expires in {text}") }
 }
 
 fn inspect(a: InspectArgs) -> Result<i32> {
     let token = if a.token == "-" {
         let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .context("reading the token from stdin")?;
+        std::io::stdin().read_to_string(&mut s).context("reading the token from stdin")?;
         s
     } else {
         a.token.clone()
@@ -81,16 +72,11 @@ fn inspect(a: InspectArgs) -> Result<i32> {
     let token = token.trim();
     let inspection = match axp_caps::inspect(token) {
         Ok(i) => i,
-        Err(e) => bail!(
-            "{e}\nhint: pass the `cap_token` exactly as session.open or cap.attenuate returned it"
-        ),
+        Err(e) => bail!("{e}\nhint: pass the `cap_token` exactly as session.open or cap.attenuate returned it"),
     };
     let now = now_ms();
     let verification = if a.verify {
-        let dir = a
-            .state_dir
-            .clone()
-            .unwrap_or_else(crate::commands::serve::default_state_dir);
+        let dir = a.state_dir.clone().unwrap_or_else(crate::commands::serve::default_state_dir);
         let key = axp_caps::load_root_key(&dir).with_context(|| {
             format!(
                 "--verify needs the gateway's root key in {}\nhint: run this on the gateway host as its user, or pass --state-dir",

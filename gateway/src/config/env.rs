@@ -43,9 +43,7 @@ pub fn expand(s: &str, env: &dyn EnvSource) -> Result<String, String> {
             rest = after;
             continue;
         };
-        let end = body
-            .find('}')
-            .ok_or_else(|| format!("unclosed `${{` in `{s}`"))?;
+        let end = body.find('}').ok_or_else(|| format!("unclosed `${{` in `{s}`"))?;
         let expr = &body[..end];
         rest = &body[end + 1..];
         if let Some(input) = expr.strip_prefix("input:") {
@@ -59,9 +57,7 @@ pub fn expand(s: &str, env: &dyn EnvSource) -> Result<String, String> {
             None => (expr, None),
         };
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(format!(
-                "`${{{expr}}}` is not a variable reference (use `${{NAME}}` or `${{NAME:-default}}`)"
-            ));
+            return Err(format!("`${{{expr}}}` is not a variable reference (use `${{NAME}}` or `${{NAME:-default}}`)"));
         }
         match (env.var(name), default) {
             (Some(v), _) if !v.is_empty() || default.is_none() => out.push_str(&v),
@@ -83,12 +79,7 @@ mod tests {
     use super::*;
 
     fn env() -> BTreeMap<String, String> {
-        [
-            ("HOME".to_string(), "/home/u".to_string()),
-            ("EMPTY".to_string(), String::new()),
-        ]
-        .into_iter()
-        .collect()
+        [("HOME".to_string(), "/home/u".to_string()), ("EMPTY".to_string(), String::new())].into_iter().collect()
     }
 
     #[test]
@@ -105,11 +96,7 @@ mod tests {
     #[test]
     fn errors_name_the_problem() {
         let e = env();
-        assert!(
-            expand("${NOPE}", &e)
-                .unwrap_err()
-                .contains("`NOPE` is not set")
-        );
+        assert!(expand("${NOPE}", &e).unwrap_err().contains("`NOPE` is not set"));
         assert!(expand("${input:token}", &e).unwrap_err().contains("cannot"));
         assert!(expand("${HOME", &e).unwrap_err().contains("unclosed"));
         assert!(expand("${a b}", &e).unwrap_err().contains("not a variable"));

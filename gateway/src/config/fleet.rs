@@ -137,17 +137,8 @@ struct RawStaticFile {
 /// How to reach one MCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transport {
-    Stdio {
-        command: String,
-        args: Vec<String>,
-        env: BTreeMap<String, String>,
-        cwd: Option<PathBuf>,
-    },
-    Http {
-        url: String,
-        headers: BTreeMap<String, String>,
-        legacy_sse: bool,
-    },
+    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf> },
+    Http { url: String, headers: BTreeMap<String, String>, legacy_sse: bool },
 }
 
 /// One MCP server, resolved and validated.
@@ -204,13 +195,9 @@ pub fn parse(text: &str, path: &Path, env: &dyn EnvSource) -> Result<Fleet, Conf
     json_comments::StripComments::new(text.as_bytes())
         .read_to_string(&mut stripped)
         .map_err(|e| ConfigError::one(path, format!("cannot read the MCP config: {e}")))?;
-    let value: Value =
-        serde_json::from_str(&stripped).map_err(|e| json_error(path, &stripped, e, None))?;
+    let value: Value = serde_json::from_str(&stripped).map_err(|e| json_error(path, &stripped, e, None))?;
     let Value::Object(top) = &value else {
-        return Err(ConfigError::one(
-            path,
-            "the MCP config must be a JSON object",
-        ));
+        return Err(ConfigError::one(path, "the MCP config must be a JSON object"));
     };
     let base = path.parent().unwrap_or(Path::new("."));
     let mut fleet = Fleet::default();
@@ -218,42 +205,15 @@ pub fn parse(text: &str, path: &Path, env: &dyn EnvSource) -> Result<Fleet, Conf
     if top.contains_key("mcpServers") {
         let raw: RawMcpServersFile = typed(&stripped, path)?;
         for k in top.keys().filter(|k| *k != "mcpServers") {
-            fleet.warnings.push(format!(
-                "{}: ignoring top-level key `{k}` (not about MCP servers)",
-                path.display()
-            ));
+            fleet.warnings.push(format!("{}: ignoring top-level key `{k}` (not about MCP servers)", path.display()));
         }
-        resolve_servers(
-            raw.mcp_servers,
-            "mcpServers",
-            path,
-            base,
-            env,
-            &mut fleet,
-            &mut problems,
-        );
+        resolve_servers(raw.mcp_servers, "mcpServers", path, base, env, &mut fleet, &mut problems);
     } else if top.contains_key("servers") {
         let raw: RawVsCodeFile = typed(&stripped, path)?;
-        resolve_servers(
-            raw.servers,
-            "servers",
-            path,
-            base,
-            env,
-            &mut fleet,
-            &mut problems,
-        );
+        resolve_servers(raw.servers, "servers", path, base, env, &mut fleet, &mut problems);
     } else if top.get("mcp").is_some_and(|m| m.get("servers").is_some()) {
         let raw: RawVsCodeSettings = typed(&stripped, path)?;
-        resolve_servers(
-            raw.mcp.servers,
-            "mcp.servers",
-            path,
-            base,
-            env,
-            &mut fleet,
-            &mut problems,
-        );
+        resolve_servers(raw.mcp.servers, "mcp.servers", path, base, env, &mut fleet, &mut problems);
     } else if top.contains_key("provider") || top.contains_key("bridge") {
         let raw: RawStaticFile = typed(&stripped, path)?;
         match resolve_static(raw, path, env) {
@@ -276,11 +236,7 @@ pub fn parse(text: &str, path: &Path, env: &dyn EnvSource) -> Result<Fleet, Conf
             }],
         });
     }
-    if problems.is_empty() {
-        Ok(fleet)
-    } else {
-        Err(ConfigError { problems })
-    }
+    if problems.is_empty() { Ok(fleet) } else { Err(ConfigError { problems }) }
 }
 
 fn typed<T: serde::de::DeserializeOwned>(text: &str, path: &Path) -> Result<T, ConfigError> {
@@ -291,20 +247,13 @@ fn typed<T: serde::de::DeserializeOwned>(text: &str, path: &Path) -> Result<T, C
     })
 }
 
-fn json_error(
-    path: &Path,
-    _text: &str,
-    e: serde_json::Error,
-    doc_path: Option<String>,
-) -> ConfigError {
+fn json_error(path: &Path, _text: &str, e: serde_json::Error, doc_path: Option<String>) -> ConfigError {
     // serde_json appends " at line L column C" to the message; we report those separately.
     let full = e.to_string();
     let message = full.split(" at line ").next().unwrap_or(&full).to_string();
     let hint = unknown_field_hint(&message).or_else(|| {
         if message.starts_with("invalid type") {
-            Some(
-                "check the value's type against the documented form (docs/configuration.md)".into(),
-            )
+            Some("check the value's type against the documented form (docs/configuration.md)".into())
         } else {
             None
         }
@@ -322,27 +271,12 @@ fn json_error(
 }
 
 fn problem(path: &Path, at: String, message: String, hint: Option<String>) -> ConfigProblem {
-    ConfigProblem {
-        file: path.to_path_buf(),
-        line: None,
-        column: None,
-        path: Some(at),
-        message,
-        hint,
-    }
+    ConfigProblem { file: path.to_path_buf(), line: None, column: None, path: Some(at), message, hint }
 }
 
 /// Tool and provider names must fit `[a-zA-Z0-9_-]`; anything else becomes `_`.
 pub fn sanitize_name(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
 
 fn resolve_servers(
@@ -358,16 +292,13 @@ fn resolve_servers(
         let at = format!("{section}.{name}");
         let clean = sanitize_name(&name);
         if clean.is_empty() {
-            problems.push(problem(
-                path,
-                at,
-                "a server needs a non-empty name".into(),
-                None,
-            ));
+            problems.push(problem(path, at, "a server needs a non-empty name".into(), None));
             continue;
         }
         if clean != name {
-            fleet.warnings.push(format!("server `{name}` is indexed as `{clean}` (tool names allow only letters, digits, `_` and `-`)"));
+            fleet.warnings.push(format!(
+                "server `{name}` is indexed as `{clean}` (tool names allow only letters, digits, `_` and `-`)"
+            ));
         }
         if s.enabled == Some(false) || s.disabled == Some(true) {
             fleet.disabled.push(clean);
@@ -378,18 +309,12 @@ fn resolve_servers(
             match expand(v, env) {
                 Ok(x) => Some(x),
                 Err(e) => {
-                    local
-                        .borrow_mut()
-                        .push(problem(path, format!("{at}.{field}"), e, None));
+                    local.borrow_mut().push(problem(path, format!("{at}.{field}"), e, None));
                     None
                 }
             }
         };
-        let kind = s
-            .kind
-            .clone()
-            .or(s.transport_type.clone())
-            .map(|k| k.to_ascii_lowercase());
+        let kind = s.kind.clone().or(s.transport_type.clone()).map(|k| k.to_ascii_lowercase());
         let transport = (|| -> Option<Transport> {
             Some(match (&s.command, &s.url, kind.as_deref()) {
                 (Some(_), Some(_), _) => {
@@ -403,23 +328,13 @@ fn resolve_servers(
                 }
                 (Some(cmd), None, None | Some("stdio")) => {
                     let command = exp("command", cmd);
-                    let args: Vec<Option<String>> = s
-                        .args
-                        .iter()
-                        .flatten()
-                        .enumerate()
-                        .map(|(i, a)| exp(&format!("args[{i}]"), a))
-                        .collect();
+                    let args: Vec<Option<String>> =
+                        s.args.iter().flatten().enumerate().map(|(i, a)| exp(&format!("args[{i}]"), a)).collect();
                     let mut envs = BTreeMap::new();
                     if let Some(f) = &s.env_file {
                         match exp("envFile", f).map(|f| read_env_file(&base.join(f))) {
                             Some(Ok(vars)) => envs.extend(vars),
-                            Some(Err(e)) => local.borrow_mut().push(problem(
-                                path,
-                                format!("{at}.envFile"),
-                                e,
-                                None,
-                            )),
+                            Some(Err(e)) => local.borrow_mut().push(problem(path, format!("{at}.envFile"), e, None)),
                             None => {}
                         }
                     }
@@ -428,29 +343,16 @@ fn resolve_servers(
                             envs.insert(k.clone(), v);
                         }
                     }
-                    let cwd = s
-                        .cwd
-                        .as_deref()
-                        .and_then(|c| exp("cwd", c))
-                        .map(|c| base.join(c));
+                    let cwd = s.cwd.as_deref().and_then(|c| exp("cwd", c)).map(|c| base.join(c));
                     let (Some(command), true) = (command, args.iter().all(Option::is_some)) else {
                         return None;
                     };
-                    Transport::Stdio {
-                        command,
-                        args: args.into_iter().flatten().collect(),
-                        env: envs,
-                        cwd,
-                    }
+                    Transport::Stdio { command, args: args.into_iter().flatten().collect(), env: envs, cwd }
                 }
                 (
                     None,
                     Some(url),
-                    None
-                    | Some("http")
-                    | Some("streamable-http")
-                    | Some("streamablehttp")
-                    | Some("sse"),
+                    None | Some("http") | Some("streamable-http") | Some("streamablehttp") | Some("sse"),
                 ) => {
                     let Some(url) = exp("url", url) else {
                         return None;
@@ -470,11 +372,7 @@ fn resolve_servers(
                             headers.insert(k.clone(), v);
                         }
                     }
-                    Transport::Http {
-                        url,
-                        headers,
-                        legacy_sse: kind.as_deref() == Some("sse"),
-                    }
+                    Transport::Http { url, headers, legacy_sse: kind.as_deref() == Some("sse") }
                 }
                 (None, None, _) => {
                     local.borrow_mut().push(problem(
@@ -512,8 +410,7 @@ fn resolve_servers(
 }
 
 fn read_env_file(path: &Path) -> Result<BTreeMap<String, String>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read env file {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read env file {}: {e}", path.display()))?;
     let mut out = BTreeMap::new();
     for line in text.lines() {
         let line = line.trim();
@@ -522,57 +419,36 @@ fn read_env_file(path: &Path) -> Result<BTreeMap<String, String>, String> {
         }
         let line = line.strip_prefix("export ").unwrap_or(line);
         if let Some((k, v)) = line.split_once('=') {
-            out.insert(
-                k.trim().to_string(),
-                v.trim().trim_matches('"').trim_matches('\'').to_string(),
-            );
+            out.insert(k.trim().to_string(), v.trim().trim_matches('"').trim_matches('\'').to_string());
         }
     }
     Ok(out)
 }
 
-fn resolve_static(
-    raw: RawStaticFile,
-    path: &Path,
-    env: &dyn EnvSource,
-) -> Result<StaticProvider, Vec<ConfigProblem>> {
+fn resolve_static(raw: RawStaticFile, path: &Path, env: &dyn EnvSource) -> Result<StaticProvider, Vec<ConfigProblem>> {
     let mut problems = Vec::new();
     let provider = sanitize_name(&raw.provider);
     if provider.is_empty() {
-        problems.push(problem(
-            path,
-            "provider".into(),
-            "`provider` must not be empty".into(),
-            None,
-        ));
+        problems.push(problem(path, "provider".into(), "`provider` must not be empty".into(), None));
     }
-    let command = expand(&raw.bridge.command, env)
-        .map_err(|e| problems.push(problem(path, "bridge.command".into(), e, None)));
+    let command =
+        expand(&raw.bridge.command, env).map_err(|e| problems.push(problem(path, "bridge.command".into(), e, None)));
     let args: Vec<String> = raw
         .bridge
         .args
         .iter()
         .enumerate()
         .filter_map(|(i, a)| {
-            expand(a, env)
-                .map_err(|e| problems.push(problem(path, format!("bridge.args[{i}]"), e, None)))
-                .ok()
+            expand(a, env).map_err(|e| problems.push(problem(path, format!("bridge.args[{i}]"), e, None))).ok()
         })
         .collect();
     let mut tools = Vec::new();
     for (i, t) in raw.tools.into_iter().enumerate() {
         if t.name.is_empty() {
-            problems.push(problem(
-                path,
-                format!("tools[{i}].name"),
-                "a tool needs a name".into(),
-                None,
-            ));
+            problems.push(problem(path, format!("tools[{i}].name"), "a tool needs a name".into(), None));
             continue;
         }
-        let schema = t
-            .input_schema
-            .unwrap_or_else(axp_protocol::tool::empty_object_schema);
+        let schema = t.input_schema.unwrap_or_else(axp_protocol::tool::empty_object_schema);
         if !schema.is_object() {
             problems.push(problem(
                 path,
@@ -606,17 +482,8 @@ pub fn from_flags(
     desc: Option<&str>,
     bridge: Option<&str>,
 ) -> Result<Option<StaticProvider>, String> {
-    let given = [
-        ("--mcp-provider", provider),
-        ("--mcp-tool", tool),
-        ("--mcp-desc", desc),
-        ("--mcp-bridge", bridge),
-    ];
-    let missing: Vec<&str> = given
-        .iter()
-        .filter(|(_, v)| v.is_none())
-        .map(|(n, _)| *n)
-        .collect();
+    let given = [("--mcp-provider", provider), ("--mcp-tool", tool), ("--mcp-desc", desc), ("--mcp-bridge", bridge)];
+    let missing: Vec<&str> = given.iter().filter(|(_, v)| v.is_none()).map(|(n, _)| *n).collect();
     if missing.len() == given.len() {
         return Ok(None);
     }
@@ -635,11 +502,7 @@ pub fn from_flags(
         provider: sanitize_name(p),
         command,
         args: parts.collect(),
-        tools: vec![ToolSpec::new(
-            t,
-            d,
-            axp_protocol::tool::empty_object_schema(),
-        )],
+        tools: vec![ToolSpec::new(t, d, axp_protocol::tool::empty_object_schema())],
         timeout_s: DEFAULT_TIMEOUT_S,
         prefix: PrefixMode::Always,
         sandbox: SandboxBlock::default(),
@@ -652,9 +515,7 @@ mod tests {
     use super::*;
 
     fn env() -> BTreeMap<String, String> {
-        [("TOKEN".to_string(), "s3cret".to_string())]
-            .into_iter()
-            .collect()
+        [("TOKEN".to_string(), "s3cret".to_string())].into_iter().collect()
     }
 
     fn p(text: &str) -> Result<Fleet, ConfigError> {
@@ -683,7 +544,8 @@ mod tests {
 
     #[test]
     fn vscode_form_with_comments() {
-        let f = p("{\n // my servers\n \"servers\": {\"t\": {\"type\": \"stdio\", \"command\": \"mcp-server-time\"}}}").unwrap();
+        let f = p("{\n // my servers\n \"servers\": {\"t\": {\"type\": \"stdio\", \"command\": \"mcp-server-time\"}}}")
+            .unwrap();
         assert_eq!(f.servers[0].name, "t");
         let f = p(r#"{"mcp": {"servers": {"t": {"command": "x"}}}}"#).unwrap();
         assert_eq!(f.servers.len(), 1);
@@ -691,8 +553,7 @@ mod tests {
 
     #[test]
     fn typo_names_line_column_and_nearest_key() {
-        let err =
-            p("{\"mcpServers\": {\n  \"time\": {\n    \"comand\": \"x\"\n  }\n}}").unwrap_err();
+        let err = p("{\"mcpServers\": {\n  \"time\": {\n    \"comand\": \"x\"\n  }\n}}").unwrap_err();
         let msg = err.to_string();
         assert!(msg.starts_with("fleet.json:3:"), "{msg}");
         assert!(msg.contains("unknown field `comand`"), "{msg}");
@@ -702,8 +563,7 @@ mod tests {
 
     #[test]
     fn wrong_type_is_located() {
-        let err =
-            p("{\"mcpServers\": {\"t\": {\"command\": \"x\", \"args\": \"-y\"}}}").unwrap_err();
+        let err = p("{\"mcpServers\": {\"t\": {\"command\": \"x\", \"args\": \"-y\"}}}").unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("fleet.json:1:"), "{msg}");
         assert!(msg.contains("invalid type"), "{msg}");
@@ -712,8 +572,9 @@ mod tests {
 
     #[test]
     fn semantic_problems_are_collected() {
-        let err = p(r#"{"mcpServers": {"a": {}, "b": {"command": "x", "url": "http://y"}, "c": {"command": "${MISSING}"}}}"#)
-            .unwrap_err();
+        let err =
+            p(r#"{"mcpServers": {"a": {}, "b": {"command": "x", "url": "http://y"}, "c": {"command": "${MISSING}"}}}"#)
+                .unwrap_err();
         assert_eq!(err.problems.len(), 3, "{err}");
         assert!(err.to_string().contains("`MISSING` is not set"));
     }
@@ -724,22 +585,15 @@ mod tests {
                       "tools": [{"name": "forecast", "description": "Get a forecast", "inputSchema": {"type": "object"}}]}"#)
         .unwrap();
         assert_eq!(f.statics[0].tools[0].name, "forecast");
-        assert!(
-            p(r#"{"provider": "w", "bridge": {"command": "x"}, "tools": [], "toolz": 1}"#).is_err()
-        );
+        assert!(p(r#"{"provider": "w", "bridge": {"command": "x"}, "tools": [], "toolz": 1}"#).is_err());
     }
 
     #[test]
     fn flags_need_all_four() {
         assert!(from_flags(None, None, None, None).unwrap().is_none());
         let e = from_flags(Some("p"), Some("t"), None, None).unwrap_err();
-        assert!(
-            e.contains("--mcp-desc") && e.contains("--mcp-bridge"),
-            "{e}"
-        );
-        let s = from_flags(Some("p"), Some("t"), Some("d"), Some("python3 b.py"))
-            .unwrap()
-            .unwrap();
+        assert!(e.contains("--mcp-desc") && e.contains("--mcp-bridge"), "{e}");
+        let s = from_flags(Some("p"), Some("t"), Some("d"), Some("python3 b.py")).unwrap().unwrap();
         assert_eq!(s.command, "python3");
         assert_eq!(s.args, vec!["b.py"]);
     }

@@ -83,12 +83,7 @@ impl ConfigError {
 pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
         .into_iter()
-        .map(|c| {
-            (
-                strsim::damerau_levenshtein(&word.to_ascii_lowercase(), &c.to_ascii_lowercase()),
-                c,
-            )
-        })
+        .map(|c| (strsim::damerau_levenshtein(&word.to_ascii_lowercase(), &c.to_ascii_lowercase()), c))
         .filter(|(d, c)| *d <= (c.len().max(word.len()) / 2).max(2))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
@@ -112,10 +107,7 @@ pub fn unknown_field_hint(message: &str) -> Option<String> {
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let upto = &text[..offset.min(text.len())];
     let line = upto.matches('\n').count() + 1;
-    let col = upto
-        .rfind('\n')
-        .map_or(upto.chars().count(), |i| upto[i + 1..].chars().count())
-        + 1;
+    let col = upto.rfind('\n').map_or(upto.chars().count(), |i| upto[i + 1..].chars().count()) + 1;
     (line, col)
 }
 
@@ -125,18 +117,14 @@ mod tests {
 
     #[test]
     fn nearest_key() {
-        assert_eq!(
-            nearest("comand", ["command", "args", "env"]),
-            Some("command")
-        );
+        assert_eq!(nearest("comand", ["command", "args", "env"]), Some("command"));
         assert_eq!(nearest("ARGS", ["command", "args"]), Some("args"));
         assert_eq!(nearest("zzzzzzzz", ["command", "args"]), None);
     }
 
     #[test]
     fn hint_from_serde_message() {
-        let h =
-            unknown_field_hint("unknown field `comand`, expected one of `command`, `args`, `env`");
+        let h = unknown_field_hint("unknown field `comand`, expected one of `command`, `args`, `env`");
         assert_eq!(h.as_deref(), Some("did you mean `command`?"));
         let h = unknown_field_hint("unknown field `listn`, expected `listen` or `state_dir`");
         assert_eq!(h.as_deref(), Some("did you mean `listen`?"));

@@ -93,8 +93,8 @@ impl CliToolSettings {
 
 /// Reads `axp.toml`.
 pub fn load(path: &Path) -> Result<Settings, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::one(path, format!("cannot read settings: {e}")))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| ConfigError::one(path, format!("cannot read settings: {e}")))?;
     parse(&text, path)
 }
 
@@ -154,11 +154,7 @@ ignore = ["AXP010"]
 
     #[test]
     fn typo_is_located_with_hint() {
-        let e = parse(
-            "listen = \"x\"\n[sandbox]\ndefault_teir = \"dev-none\"\n",
-            Path::new("axp.toml"),
-        )
-        .unwrap_err();
+        let e = parse("listen = \"x\"\n[sandbox]\ndefault_teir = \"dev-none\"\n", Path::new("axp.toml")).unwrap_err();
         let msg = e.to_string();
         assert!(msg.starts_with("axp.toml:3:1:"), "{msg}");
         assert!(msg.contains("did you mean `default_tier`?"), "{msg}");

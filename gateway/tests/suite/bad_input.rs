@@ -6,13 +6,8 @@ use serde_json::json;
 use super::*;
 
 async fn post_raw(url: &str, body: Vec<u8>) -> (u16, serde_json::Value) {
-    let r = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
+    let r =
+        reqwest::Client::new().post(url).header("content-type", "application/json").body(body).send().await.unwrap();
     let status = r.status().as_u16();
     (status, r.json().await.unwrap())
 }
@@ -21,107 +16,46 @@ async fn post_raw(url: &str, body: Vec<u8>) -> (u16, serde_json::Value) {
 async fn malformed_and_unknown_requests() {
     let tmp = tempfile::tempdir().unwrap();
     let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
-    let (st, v) = post_raw(
-        &gw.url,
-        b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ".to_vec(),
-    )
-    .await;
-    assert_eq!(
-        (st, v["error"]["code"].as_i64()),
-        (400, Some(-32700)),
-        "{v}"
-    );
+    let (st, v) = post_raw(&gw.url, b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ".to_vec()).await;
+    assert_eq!((st, v["error"]["code"].as_i64()), (400, Some(-32700)), "{v}");
     let (_, v) = post_raw(&gw.url, b"[1,2]".to_vec()).await;
     assert_eq!(v["error"]["code"], -32600);
-    let (_, v) = post_raw(
-        &gw.url,
-        br#"{"jsonrpc":"2.0","id":2,"method":"tools/explode"}"#.to_vec(),
-    )
-    .await;
+    let (_, v) = post_raw(&gw.url, br#"{"jsonrpc":"2.0","id":2,"method":"tools/explode"}"#.to_vec()).await;
     assert_eq!(v["error"]["code"], -32601);
     assert_eq!(v["id"], 2);
     let mut c = Rpc::new(&gw.url);
     // Wrong argument types are caught by the schema before the provider sees them.
-    let (code, e) = c
-        .err(
-            "tools/call",
-            json!({"name": "everything__get-sum", "arguments": {"a": "two", "b": 3}}),
-        )
-        .await;
+    let (code, e) =
+        c.err("tools/call", json!({"name": "everything__get-sum", "arguments": {"a": "two", "b": 3}})).await;
     assert_eq!(code, -32602);
     assert_eq!(e["data"]["pointer"], "/a", "{e}");
-    let (code, e) = c
-        .err(
-            "tools/call",
-            json!({"name": "time__get_current_time", "arguments": {}}),
-        )
-        .await;
+    let (code, e) = c.err("tools/call", json!({"name": "time__get_current_time", "arguments": {}})).await;
     assert_eq!(code, -32602);
-    assert!(
-        e["data"]["reason"].as_str().unwrap().contains("timezone"),
-        "{e}"
-    );
-    let (code, _) = c
-        .err(
-            "tools/call",
-            json!({"name": "everything__echo", "arguments": "message"}),
-        )
-        .await;
+    assert!(e["data"]["reason"].as_str().unwrap().contains("timezone"), "{e}");
+    let (code, _) = c.err("tools/call", json!({"name": "everything__echo", "arguments": "message"})).await;
     assert_eq!(code, -32602);
     // A typo in AXP params names the field and the nearest valid one.
     let mut s = Rpc::open(&gw.url, json!({})).await;
-    let (code, e) = s
-        .err(
-            "job.start",
-            json!({"tool": "everything__echo", "argumnets": {}}),
-        )
-        .await;
+    let (code, e) = s.err("job.start", json!({"tool": "everything__echo", "argumnets": {}})).await;
     assert_eq!(code, -32602);
-    assert!(
-        e["data"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("did you mean `arguments`"),
-        "{e}"
-    );
-    let (code, _) = s
-        .err(
-            "job.start",
-            json!({"tool": "everything__echo", "command": ["true"]}),
-        )
-        .await;
+    assert!(e["data"]["reason"].as_str().unwrap().contains("did you mean `arguments`"), "{e}");
+    let (code, _) = s.err("job.start", json!({"tool": "everything__echo", "command": ["true"]})).await;
     assert_eq!(code, -32602);
     // The gateway still serves after all that.
-    let r = c
-        .ok(
-            "tools/call",
-            json!({"name": "everything__echo", "arguments": {"message": "still here"}}),
-        )
-        .await;
+    let r = c.ok("tools/call", json!({"name": "everything__echo", "arguments": {"message": "still here"}})).await;
     assert_eq!(r["content"][0]["text"], "Echo: still here");
 }
 
 #[tokio::test]
 async fn oversize_bodies_are_refused_with_the_limit_named() {
     let gw = gateway().start();
-    let big = format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
-        "x".repeat(5 * 1024 * 1024)
-    );
+    let big =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#, "x".repeat(5 * 1024 * 1024));
     let (st, v) = post_raw(&gw.url, big.into_bytes()).await;
     assert_eq!(st, 413);
     assert_eq!(v["error"]["code"], -32007);
-    assert!(
-        v["error"]["data"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("bytes")
-    );
-    let (st, v) = post_raw(
-        &gw.url,
-        br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_vec(),
-    )
-    .await;
+    assert!(v["error"]["data"]["reason"].as_str().unwrap().contains("bytes"));
+    let (st, v) = post_raw(&gw.url, br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_vec()).await;
     assert_eq!((st, v["result"].clone()), (200, json!({})));
 }
 
@@ -142,43 +76,22 @@ fn serve_fails(args: &[&str], cwd: &std::path::Path) -> String {
 fn config_typos_name_file_line_column_and_nearest_key() {
     let tmp = tempfile::tempdir().unwrap();
     let f = tmp.path().join("fleet.json");
-    std::fs::write(
-        &f,
-        "{\"mcpServers\": {\n  \"time\": {\n    \"comand\": \"mcp-server-time\"\n  }\n}}\n",
-    )
-    .unwrap();
+    std::fs::write(&f, "{\"mcpServers\": {\n  \"time\": {\n    \"comand\": \"mcp-server-time\"\n  }\n}}\n").unwrap();
     let err = serve_fails(&["--mcp-config", f.to_str().unwrap()], tmp.path());
     assert!(err.contains("fleet.json:3:"), "{err}");
     assert!(err.contains("did you mean `command`?"), "{err}");
 
-    std::fs::write(
-        &f,
-        "{\"mcpServers\": {\"t\": {\"command\": \"x\", \"args\": \"--flag\"}}}",
-    )
-    .unwrap();
+    std::fs::write(&f, "{\"mcpServers\": {\"t\": {\"command\": \"x\", \"args\": \"--flag\"}}}").unwrap();
     let err = serve_fails(&["--mcp-config", f.to_str().unwrap()], tmp.path());
-    assert!(
-        err.contains("invalid type") && err.contains("mcpServers.t.args"),
-        "{err}"
-    );
+    assert!(err.contains("invalid type") && err.contains("mcpServers.t.args"), "{err}");
 
     let toml = tmp.path().join("axp.toml");
-    std::fs::write(
-        &toml,
-        "listen = \"127.0.0.1:0\"\n[sandbox]\ndefault_teir = \"kernel-lsm\"\n",
-    )
-    .unwrap();
+    std::fs::write(&toml, "listen = \"127.0.0.1:0\"\n[sandbox]\ndefault_teir = \"kernel-lsm\"\n").unwrap();
     let err = serve_fails(&["--config", toml.to_str().unwrap()], tmp.path());
-    assert!(
-        err.contains("axp.toml:3:1") && err.contains("did you mean `default_tier`?"),
-        "{err}"
-    );
+    assert!(err.contains("axp.toml:3:1") && err.contains("did you mean `default_tier`?"), "{err}");
 
     // (An axp.toml in the working directory is read implicitly; remove the broken one.)
     std::fs::remove_file(&toml).unwrap();
     let err = serve_fails(&["--mcp-provider", "p", "--mcp-tool", "t"], tmp.path());
-    assert!(
-        err.contains("--mcp-desc") && err.contains("--mcp-bridge"),
-        "{err}"
-    );
+    assert!(err.contains("--mcp-desc") && err.contains("--mcp-bridge"), "{err}");
 }

@@ -18,26 +18,17 @@ async fn index_search_and_describe_a_real_fleet() {
     for t in all["tools"].as_array().unwrap() {
         let name = t["name"].as_str().unwrap();
         assert!(
-            name.len() <= 64
-                && name
-                    .chars()
-                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-'),
+            name.len() <= 64 && name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-'),
             "{name}"
         );
         assert!(t["desc"].as_str().unwrap().chars().count() <= 120);
     }
-    let found = c
-        .ok("axp.index", json!({"query": "convert between timezones"}))
-        .await;
+    let found = c.ok("axp.index", json!({"query": "convert between timezones"})).await;
     assert_eq!(found["tools"][0]["name"], "time__convert_time", "{found}");
-    let sum = c
-        .ok("axp.index", json!({"query": "add two numbers sum"}))
-        .await;
+    let sum = c.ok("axp.index", json!({"query": "add two numbers sum"})).await;
     assert_eq!(sum["tools"][0]["name"], "everything__get-sum", "{sum}");
 
-    let d = c
-        .ok("axp.describe", json!({"name": "time__get_current_time"}))
-        .await;
+    let d = c.ok("axp.describe", json!({"name": "time__get_current_time"})).await;
     assert_eq!(d["provider"], "time");
     assert_eq!(
         d["signature"].as_str().unwrap().split(')').next().unwrap(),
@@ -45,17 +36,9 @@ async fn index_search_and_describe_a_real_fleet() {
     );
     assert_eq!(d["schema"]["required"][0], "timezone");
     assert_eq!(d["requires"][0], "tool(time__get_current_time)");
-    let (code, e) = c
-        .err("axp.describe", json!({"name": "time__get_curent_time"}))
-        .await;
+    let (code, e) = c.err("axp.describe", json!({"name": "time__get_curent_time"})).await;
     assert_eq!(code, -32004);
-    assert!(
-        e["data"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("did you mean `time__get_current_time`"),
-        "{e}"
-    );
+    assert!(e["data"]["reason"].as_str().unwrap().contains("did you mean `time__get_current_time`"), "{e}");
 }
 
 #[tokio::test]
@@ -63,37 +46,17 @@ async fn calls_through_mcp_and_axp_faces() {
     let tmp = tempfile::tempdir().unwrap();
     let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
     let mut c = Rpc::new(&gw.url);
-    let r = c
-        .ok(
-            "tools/call",
-            json!({"name": "everything__get-sum", "arguments": {"a": 2, "b": 40}}),
-        )
-        .await;
-    assert!(
-        r["content"][0]["text"].as_str().unwrap().contains("42"),
-        "{r}"
-    );
-    let r = c
-        .ok(
-            "tools/call",
-            json!({"name": "time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}),
-        )
-        .await;
+    let r = c.ok("tools/call", json!({"name": "everything__get-sum", "arguments": {"a": 2, "b": 40}})).await;
+    assert!(r["content"][0]["text"].as_str().unwrap().contains("42"), "{r}");
+    let r =
+        c.ok("tools/call", json!({"name": "time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}})).await;
     assert_eq!(r["structuredContent"]["timezone"], "Asia/Tokyo", "{r}");
 
     let mut s = Rpc::open(&gw.url, json!({})).await;
-    let job = s
-        .ok(
-            "job.start",
-            json!({"tool": "everything__echo", "arguments": {"message": "through a job"}}),
-        )
-        .await;
+    let job = s.ok("job.start", json!({"tool": "everything__echo", "arguments": {"message": "through a job"}})).await;
     let events = s.events(job["job_id"].as_str().unwrap(), 0).await;
     let result = events.iter().find(|e| e["kind"] == "result").unwrap();
-    assert_eq!(
-        result["output"]["content"][0]["text"],
-        "Echo: through a job"
-    );
+    assert_eq!(result["output"]["content"][0]["text"], "Echo: through a job");
     assert_eq!(exit_of(&events)["state"], "exited");
     for (i, e) in events.iter().enumerate() {
         assert_eq!(e["seq"], i as u64, "seqs are dense from 0");
@@ -106,7 +69,10 @@ async fn progress_streams_and_cancel_stops_the_long_running_tool() {
     let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
     let mut s = Rpc::open(&gw.url, json!({})).await;
     let job = s
-        .ok("job.start", json!({"tool": "everything__trigger-long-running-operation", "arguments": {"duration": 2, "steps": 4}}))
+        .ok(
+            "job.start",
+            json!({"tool": "everything__trigger-long-running-operation", "arguments": {"duration": 2, "steps": 4}}),
+        )
         .await;
     let events = s.events(job["job_id"].as_str().unwrap(), 0).await;
     let progress: Vec<_> = events.iter().filter(|e| e["kind"] == "progress").collect();
@@ -125,24 +91,19 @@ async fn progress_streams_and_cancel_stops_the_long_running_tool() {
         .send()
         .await
         .unwrap();
-    assert!(
-        resp.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/event-stream")
-    );
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let text = resp.text().await.unwrap();
     assert_eq!(text.matches("notifications/progress").count(), 2, "{text}");
     assert!(text.contains("\"progressToken\":\"tok-1\""), "{text}");
     assert!(text.contains("\"id\":7"), "{text}");
-    assert!(
-        text.contains("id: j_"),
-        "SSE events carry resumable ids: {text}"
-    );
+    assert!(text.contains("id: j_"), "SSE events carry resumable ids: {text}");
 
     // Cancel a long run midway: the job is killed and ends promptly.
     let job = s
-        .ok("job.start", json!({"tool": "everything__trigger-long-running-operation", "arguments": {"duration": 30, "steps": 30}}))
+        .ok(
+            "job.start",
+            json!({"tool": "everything__trigger-long-running-operation", "arguments": {"duration": 30, "steps": 30}}),
+        )
         .await;
     let id = job["job_id"].as_str().unwrap().to_string();
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -181,54 +142,38 @@ async fn a_server_killed_mid_call_fails_the_call_and_comes_back_alone() {
     let gw = gateway().fleet(&fleet).start();
     let mut s = Rpc::open(&gw.url, json!({})).await;
     let job = s
-        .ok("job.start", json!({"tool": "everything__trigger-long-running-operation", "arguments": {"duration": 20, "steps": 20}}))
+        .ok(
+            "job.start",
+            json!({"tool": "everything__trigger-long-running-operation", "arguments": {"duration": 20, "steps": 20}}),
+        )
         .await;
     let id = job["job_id"].as_str().unwrap().to_string();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     // The server runs inside the sandbox's pid namespace but is visible from the host.
     let gw_pid = gw.child.id() as i32;
-    let victims: Vec<i32> = pids_of("server-everything/dist/index.js")
-        .into_iter()
-        .filter(|p| is_descendant(*p, gw_pid))
-        .collect();
+    let victims: Vec<i32> =
+        pids_of("server-everything/dist/index.js").into_iter().filter(|p| is_descendant(*p, gw_pid)).collect();
     assert!(!victims.is_empty(), "server-everything process not found");
     for p in &victims {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(*p),
-            nix::sys::signal::Signal::SIGKILL,
-        )
-        .unwrap();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), nix::sys::signal::Signal::SIGKILL).unwrap();
     }
     let events = s.events(&id, 0).await;
     let exit = exit_of(&events);
     assert_eq!(exit["state"], "failed", "{events:?}");
     assert_eq!(exit["error"]["code"], -32008, "{exit}");
     // Other providers keep serving while it restarts.
-    let r = s
-        .ok(
-            "tools/call",
-            json!({"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}),
-        )
-        .await;
+    let r = s.ok("tools/call", json!({"name": "time__get_current_time", "arguments": {"timezone": "UTC"}})).await;
     assert_eq!(r["structuredContent"]["timezone"], "UTC");
     // And it comes back by itself.
     let mut back = false;
     for _ in 0..100 {
-        let r = s
-            .raw(
-                "tools/call",
-                json!({"name": "everything__echo", "arguments": {"message": "again"}}),
-            )
-            .await;
+        let r = s.raw("tools/call", json!({"name": "everything__echo", "arguments": {"message": "again"}})).await;
         if r["result"]["content"][0]["text"] == "Echo: again" {
             back = true;
             break;
         }
         if let Some(code) = r["error"]["code"].as_i64() {
-            assert_eq!(
-                code, -32008,
-                "while down, calls fail as ProviderUnavailable: {r}"
-            );
+            assert_eq!(code, -32008, "while down, calls fail as ProviderUnavailable: {r}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -244,11 +189,7 @@ fn is_descendant(mut pid: i32, ancestor: i32) -> bool {
             return false;
         };
         let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-        pid = after
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
+        pid = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
         if pid <= 1 {
             return false;
         }
@@ -268,14 +209,9 @@ async fn list_changed_is_forwarded_and_the_index_refreshes() {
         .send()
         .await
         .unwrap();
-    let sid = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    let before = c.ok("axp.describe", json!({"name": "wrong__greet"})).await["description"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sid = init.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let before =
+        c.ok("axp.describe", json!({"name": "wrong__greet"})).await["description"].as_str().unwrap().to_string();
     // A standing notification stream for this MCP session.
     let stream = reqwest::Client::new()
         .get(&gw.url)
@@ -285,11 +221,7 @@ async fn list_changed_is_forwarded_and_the_index_refreshes() {
         .await
         .unwrap();
     let mut body = stream.bytes_stream();
-    c.ok(
-        "tools/call",
-        json!({"name": "wrong__greet", "arguments": {}}),
-    )
-    .await;
+    c.ok("tools/call", json!({"name": "wrong__greet", "arguments": {}})).await;
     let got = tokio::time::timeout(Duration::from_secs(15), async {
         let mut seen = String::new();
         while let Some(chunk) = body.next().await {
@@ -303,9 +235,7 @@ async fn list_changed_is_forwarded_and_the_index_refreshes() {
     .await
     .expect("no list_changed within 15 s");
     assert!(got.contains("notifications/tools/list_changed"));
-    let after = c.ok("axp.describe", json!({"name": "wrong__greet"})).await["description"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let after =
+        c.ok("axp.describe", json!({"name": "wrong__greet"})).await["description"].as_str().unwrap().to_string();
     assert_ne!(before, after, "the index shows the changed description");
 }

@@ -17,11 +17,7 @@ async fn command_jobs_stream_and_replay_from_any_seq() {
     let id = job["job_id"].as_str().unwrap().to_string();
     let events = s.events(&id, 0).await;
     assert_eq!(stdout_of(&events), "line1\nline2\nline3\nline4\nline5\n");
-    assert!(
-        events
-            .iter()
-            .any(|e| e["kind"] == "stderr" && e["data"] == "oops\n")
-    );
+    assert!(events.iter().any(|e| e["kind"] == "stderr" && e["data"] == "oops\n"));
     assert_eq!(exit_of(&events)["code"], 3);
     // A second client (a reconnect) reads the same log from the middle, byte for byte.
     let mut again = Rpc::new(&gw.url);
@@ -44,18 +40,16 @@ async fn events_survive_a_killed_gateway_and_running_jobs_become_lost() {
     std::fs::create_dir_all(&ws).unwrap();
     let mut gw = gateway().state(&state).workspace(&ws).start();
     let mut s = Rpc::open(&gw.url, json!({})).await;
-    let done = s
-        .ok(
-            "job.start",
-            json!({"command": ["sh", "-c", "echo finished"]}),
-        )
-        .await["job_id"]
+    let done = s.ok("job.start", json!({"command": ["sh", "-c", "echo finished"]})).await["job_id"]
         .as_str()
         .unwrap()
         .to_string();
     let done_events = s.events(&done, 0).await;
     let running = s
-        .ok("job.start", json!({"command": ["sh", "-c", "i=0; while true; do i=$((i+1)); echo tick$i; sleep 0.05; done"]}))
+        .ok(
+            "job.start",
+            json!({"command": ["sh", "-c", "i=0; while true; do i=$((i+1)); echo tick$i; sleep 0.05; done"]}),
+        )
         .await["job_id"]
         .as_str()
         .unwrap()
@@ -63,12 +57,7 @@ async fn events_survive_a_killed_gateway_and_running_jobs_become_lost() {
     // Read some acknowledged events, then kill the gateway without warning.
     let mut acked = Vec::new();
     while acked.len() < 5 {
-        let r = s
-            .ok(
-                "job.attach",
-                json!({"job_id": running, "from_seq": acked.len(), "wait_ms": 2000}),
-            )
-            .await;
+        let r = s.ok("job.attach", json!({"job_id": running, "from_seq": acked.len(), "wait_ms": 2000})).await;
         acked.extend(r["events"].as_array().unwrap().iter().cloned());
     }
     gw.child.kill().unwrap();
@@ -77,17 +66,9 @@ async fn events_survive_a_killed_gateway_and_running_jobs_become_lost() {
     let gw = gateway().state(&state).workspace(&ws).start();
     let mut s2 = Rpc::new(&gw.url);
     s2.session = s.session.clone();
-    assert_eq!(
-        s2.events(&done, 0).await,
-        done_events,
-        "a finished job replays identically after restart"
-    );
+    assert_eq!(s2.events(&done, 0).await, done_events, "a finished job replays identically after restart");
     let replay = s2.events(&running, 0).await;
-    assert_eq!(
-        replay[..acked.len()].to_vec(),
-        acked,
-        "every acknowledged event is still there, unchanged"
-    );
+    assert_eq!(replay[..acked.len()].to_vec(), acked, "every acknowledged event is still there, unchanged");
     let st = s2.ok("job.status", json!({"job_id": running})).await;
     assert_eq!(st["state"], "lost");
 }
@@ -96,24 +77,9 @@ async fn events_survive_a_killed_gateway_and_running_jobs_become_lost() {
 async fn idempotency_key_returns_the_same_job() {
     let gw = gateway().start();
     let mut s = Rpc::open(&gw.url, json!({})).await;
-    let a = s
-        .ok(
-            "job.start",
-            json!({"command": ["true"], "idempotency_key": "k1"}),
-        )
-        .await;
-    let b = s
-        .ok(
-            "job.start",
-            json!({"command": ["true"], "idempotency_key": "k1"}),
-        )
-        .await;
-    let c = s
-        .ok(
-            "job.start",
-            json!({"command": ["true"], "idempotency_key": "k2"}),
-        )
-        .await;
+    let a = s.ok("job.start", json!({"command": ["true"], "idempotency_key": "k1"})).await;
+    let b = s.ok("job.start", json!({"command": ["true"], "idempotency_key": "k1"})).await;
+    let c = s.ok("job.start", json!({"command": ["true"], "idempotency_key": "k2"})).await;
     assert_eq!(a["job_id"], b["job_id"]);
     assert_ne!(a["job_id"], c["job_id"]);
     let jobs = s.ok("job.list", json!({})).await;
@@ -124,15 +90,8 @@ async fn idempotency_key_returns_the_same_job() {
 async fn stdin_signals_and_timeouts() {
     let gw = gateway().start();
     let mut s = Rpc::open(&gw.url, json!({})).await;
-    let job = s.ok("job.start", json!({"command": ["cat"]})).await["job_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    s.ok(
-        "job.write",
-        json!({"job_id": job, "data": "hello stdin\n", "eof": true}),
-    )
-    .await;
+    let job = s.ok("job.start", json!({"command": ["cat"]})).await["job_id"].as_str().unwrap().to_string();
+    s.ok("job.write", json!({"job_id": job, "data": "hello stdin\n", "eof": true})).await;
     let ev = s.events(&job, 0).await;
     assert_eq!(stdout_of(&ev), "hello stdin\n");
     assert_eq!(exit_of(&ev)["code"], 0);
@@ -143,29 +102,16 @@ async fn stdin_signals_and_timeouts() {
         .as_str()
         .unwrap()
         .to_string();
-    let r = s
-        .ok(
-            "job.attach",
-            json!({"job_id": job, "from_seq": 0, "wait_ms": 5000}),
-        )
-        .await;
+    let r = s.ok("job.attach", json!({"job_id": job, "from_seq": 0, "wait_ms": 5000})).await;
     assert_eq!(r["events"][0]["data"], "ready\n");
-    s.ok("job.signal", json!({"job_id": job, "signal": "SIGINT"}))
-        .await;
+    s.ok("job.signal", json!({"job_id": job, "signal": "SIGINT"})).await;
     let ev = s.events(&job, 0).await;
     assert!(stdout_of(&ev).contains("got-int"), "{ev:?}");
     assert_eq!(exit_of(&ev)["code"], 7);
-    let (code, _) = s
-        .err("job.signal", json!({"job_id": job, "signal": "SIGNOPE"}))
-        .await;
+    let (code, _) = s.err("job.signal", json!({"job_id": job, "signal": "SIGNOPE"})).await;
     assert_eq!(code, -32602);
 
-    let job = s
-        .ok(
-            "job.start",
-            json!({"command": ["sleep", "30"], "timeout_s": 1}),
-        )
-        .await["job_id"]
+    let job = s.ok("job.start", json!({"command": ["sleep", "30"], "timeout_s": 1})).await["job_id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -206,15 +152,10 @@ async fn a_job_printing_hundreds_of_megabytes_keeps_gateway_memory_flat() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let grew_mib = peak.saturating_sub(before) / 1024;
-    assert!(
-        grew_mib < 64,
-        "gateway RSS grew by {grew_mib} MiB for 256 MiB of output"
-    );
+    assert!(grew_mib < 64, "gateway RSS grew by {grew_mib} MiB for 256 MiB of output");
     // And the whole output is on disk, readable from the end.
     let st = s.ok("job.status", json!({"job_id": job})).await;
     let n = st["next_seq"].as_u64().unwrap();
-    let last = s
-        .ok("job.attach", json!({"job_id": job, "from_seq": n - 1}))
-        .await;
+    let last = s.ok("job.attach", json!({"job_id": job, "from_seq": n - 1})).await;
     assert_eq!(last["events"][0]["kind"], "exit");
 }

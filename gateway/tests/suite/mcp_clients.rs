@@ -9,16 +9,9 @@ use serde_json::{Value, json};
 use super::*;
 
 fn python_client(args: &[&str]) -> Value {
-    let out = Command::new(venv_bin("python"))
-        .arg(repo().join("tests/fixtures/mcp_client.py"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python MCP client failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out =
+        Command::new(venv_bin("python")).arg(repo().join("tests/fixtures/mcp_client.py")).args(args).output().unwrap();
+    assert!(out.status.success(), "python MCP client failed:\n{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
     serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
@@ -35,10 +28,7 @@ async fn python_sdk_over_streamable_http() {
     .unwrap();
     assert_eq!(r["server"], "axp");
     assert_eq!(r["tools"].as_array().unwrap().len(), 15);
-    assert_eq!(
-        r["result"]["content"][0]["text"],
-        "The sum of 20 and 22 is 42."
-    );
+    assert_eq!(r["result"]["content"][0]["text"], "The sum of 20 and 22 is 42.");
 }
 
 #[test]
@@ -56,10 +46,7 @@ fn python_sdk_over_stdio() {
         "time__get_current_time",
         r#"{"timezone": "Europe/Berlin"}"#,
     ]);
-    assert_eq!(
-        r["result"]["structuredContent"]["timezone"], "Europe/Berlin",
-        "{r}"
-    );
+    assert_eq!(r["result"]["structuredContent"]["timezone"], "Europe/Berlin", "{r}");
 }
 
 #[test]
@@ -101,22 +88,15 @@ fn raw_stdio_survives_bad_lines() {
     assert_eq!(read()["error"]["code"], -32601);
     send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#);
     let tools = read();
-    let names: Vec<&str> = tools["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> =
+        tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"files__read_file"), "{names:?}");
     std::fs::write(ws.join("note.txt"), "from the workspace").unwrap();
     send(
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"files__read_file","arguments":{"path":"note.txt"}}}"#,
     );
     let r = read();
-    assert_eq!(
-        r["result"]["content"][0]["text"], "from the workspace",
-        "{r}"
-    );
+    assert_eq!(r["result"]["content"][0]["text"], "from the workspace", "{r}");
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
@@ -126,32 +106,18 @@ async fn large_catalogs_are_listed_as_meta_tools() {
     let tmp = tempfile::tempdir().unwrap();
     let toml = tmp.path().join("axp.toml");
     std::fs::write(&toml, "[serve]\ninline_tools_max = 5\n").unwrap();
-    let gw = gateway()
-        .fleet(&write_fleet(tmp.path(), json!({})))
-        .arg("--config")
-        .arg(toml.to_str().unwrap())
-        .start();
+    let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).arg("--config").arg(toml.to_str().unwrap()).start();
     let mut c = Rpc::new(&gw.url);
     let list = c.ok("tools/list", json!({})).await;
-    let names: Vec<&str> = list["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = list["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, vec!["axp_index", "axp_describe", "axp_call"]);
-    let found = c
+    let found = c.ok("tools/call", json!({"name": "axp_index", "arguments": {"query": "echo"}})).await;
+    assert!(found["content"][0]["text"].as_str().unwrap().contains("everything__echo"));
+    let r = c
         .ok(
             "tools/call",
-            json!({"name": "axp_index", "arguments": {"query": "echo"}}),
+            json!({"name": "axp_call", "arguments": {"name": "everything__echo", "arguments": {"message": "meta"}}}),
         )
         .await;
-    assert!(
-        found["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("everything__echo")
-    );
-    let r = c.ok("tools/call", json!({"name": "axp_call", "arguments": {"name": "everything__echo", "arguments": {"message": "meta"}}})).await;
     assert_eq!(r["content"][0]["text"], "Echo: meta");
 }

@@ -2,6 +2,7 @@
 
 pub mod bad_input;
 pub mod caps;
+pub mod egress;
 pub mod fleet;
 pub mod jobs;
 pub mod mcp_clients;
@@ -16,10 +17,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 pub fn axp() -> &'static str {
@@ -36,11 +34,7 @@ pub fn need(p: PathBuf) -> String {
 }
 
 pub fn everything_js() -> String {
-    need(
-        repo().join(
-            "tests/fixtures/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
-        ),
-    )
+    need(repo().join("tests/fixtures/node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
 }
 
 pub fn venv_bin(name: &str) -> String {
@@ -59,11 +53,7 @@ pub fn write_fleet(dir: &Path, extra: Value) -> PathBuf {
         }
     }
     let path = dir.join("fleet.json");
-    std::fs::write(
-        &path,
-        serde_json::to_vec_pretty(&json!({"mcpServers": servers})).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(&path, serde_json::to_vec_pretty(&json!({"mcpServers": servers})).unwrap()).unwrap();
     path
 }
 
@@ -92,11 +82,7 @@ pub struct GwBuilder {
 }
 
 pub fn gateway() -> GwBuilder {
-    GwBuilder {
-        args: Vec::new(),
-        state: None,
-        workspace: None,
-    }
+    GwBuilder { args: Vec::new(), state: None, workspace: None }
 }
 
 impl GwBuilder {
@@ -118,10 +104,7 @@ impl GwBuilder {
 
     pub fn start(self) -> Gw {
         let tmp = tempfile::tempdir().unwrap();
-        let state = self
-            .state
-            .clone()
-            .unwrap_or_else(|| tmp.path().join("state"));
+        let state = self.state.clone().unwrap_or_else(|| tmp.path().join("state"));
         let workspace = self.workspace.clone().unwrap_or_else(|| {
             let w = tmp.path().join("ws");
             std::fs::create_dir_all(&w).unwrap();
@@ -160,15 +143,7 @@ impl GwBuilder {
                 .unwrap_or_else(|_| panic!("the gateway did not start:\n{}", seen.join("\n")));
             if let Some(rest) = line.split("on http://").nth(1) {
                 let base = format!("http://{}", rest.split('/').next().unwrap());
-                return Gw {
-                    child,
-                    url: format!("{base}/axp"),
-                    base,
-                    state,
-                    workspace,
-                    stderr: rx,
-                    _tmp: Some(tmp),
-                };
+                return Gw { child, url: format!("{base}/axp"), base, state, workspace, stderr: rx, _tmp: Some(tmp) };
             }
             seen.push(line);
         }
@@ -185,22 +160,14 @@ pub struct Rpc {
 
 impl Rpc {
     pub fn new(url: &str) -> Self {
-        Self {
-            http: reqwest::Client::new(),
-            url: url.to_string(),
-            session: None,
-            id: 0,
-        }
+        Self { http: reqwest::Client::new(), url: url.to_string(), session: None, id: 0 }
     }
 
     /// Opens a session with the given params and keeps it for later calls.
     pub async fn open(url: &str, params: Value) -> Self {
         let mut r = Self::new(url);
         let res = r.ok("session.open", params).await;
-        r.session = Some((
-            res["session_id"].as_str().unwrap().into(),
-            res["cap_token"].as_str().unwrap().into(),
-        ));
+        r.session = Some((res["session_id"].as_str().unwrap().into(), res["cap_token"].as_str().unwrap().into()));
         r
     }
 
@@ -231,9 +198,7 @@ impl Rpc {
     /// The error code of a call that must fail.
     pub async fn err(&mut self, method: &str, params: Value) -> (i64, Value) {
         let r = self.raw(method, params.clone()).await;
-        let e = r
-            .get("error")
-            .unwrap_or_else(|| panic!("{method} {params} should fail, got {r}"));
+        let e = r.get("error").unwrap_or_else(|| panic!("{method} {params} should fail, got {r}"));
         (e["code"].as_i64().unwrap(), e.clone())
     }
 
@@ -242,12 +207,7 @@ impl Rpc {
         let mut seq = from;
         let mut all = Vec::new();
         for _ in 0..600 {
-            let r = self
-                .ok(
-                    "job.attach",
-                    json!({"job_id": job, "from_seq": seq, "wait_ms": 5000}),
-                )
-                .await;
+            let r = self.ok("job.attach", json!({"job_id": job, "from_seq": seq, "wait_ms": 5000})).await;
             all.extend(r["events"].as_array().unwrap().iter().cloned());
             seq = r["next_seq"].as_u64().unwrap();
             if r["done"].as_bool() == Some(true) {
@@ -260,17 +220,9 @@ impl Rpc {
 
 /// Text of all stdout events.
 pub fn stdout_of(events: &[Value]) -> String {
-    events
-        .iter()
-        .filter(|e| e["kind"] == "stdout")
-        .map(|e| e["data"].as_str().unwrap())
-        .collect()
+    events.iter().filter(|e| e["kind"] == "stdout").map(|e| e["data"].as_str().unwrap()).collect()
 }
 
 pub fn exit_of(events: &[Value]) -> Value {
-    events
-        .iter()
-        .find(|e| e["kind"] == "exit")
-        .cloned()
-        .unwrap_or(Value::Null)
+    events.iter().find(|e| e["kind"] == "exit").cloned().unwrap_or(Value::Null)
 }

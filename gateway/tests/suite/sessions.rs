@@ -8,30 +8,17 @@ use super::*;
 async fn tiers_are_reported_honestly_and_never_downgraded() {
     let gw = gateway().start();
     let mut c = Rpc::new(&gw.url);
-    let s = c
-        .ok("session.open", json!({"sandbox_tier": "kernel-lsm"}))
-        .await;
+    let s = c.ok("session.open", json!({"sandbox_tier": "kernel-lsm"})).await;
     assert_eq!(s["granted_tier"], "kernel-lsm");
     assert!(s["layers"]["landlock_abi"].as_u64().unwrap() >= 1, "{s}");
     assert_eq!(s["layers"]["seccomp"], true);
     // dev-none was not allowed by the operator: refused, not granted quietly.
-    let (code, e) = c
-        .err("session.open", json!({"sandbox_tier": "dev-none"}))
-        .await;
+    let (code, e) = c.err("session.open", json!({"sandbox_tier": "dev-none"})).await;
     assert_eq!(code, -32003, "{e}");
-    assert!(
-        e["data"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("dangerously-allow-dev-none")
-    );
-    let (code, _) = c
-        .err("session.open", json!({"sandbox_tier": "container"}))
-        .await;
+    assert!(e["data"]["reason"].as_str().unwrap().contains("dangerously-allow-dev-none"));
+    let (code, _) = c.err("session.open", json!({"sandbox_tier": "container"})).await;
     assert_eq!(code, -32003);
-    let (code, _) = c
-        .err("session.open", json!({"sandbox_tier": "chroot"}))
-        .await;
+    let (code, _) = c.err("session.open", json!({"sandbox_tier": "chroot"})).await;
     assert_eq!(code, -32602);
 }
 
@@ -41,39 +28,19 @@ async fn capabilities_are_enforced_at_the_gateway() {
     let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
     let mut narrow = Rpc::open(&gw.url, json!({"capabilities": ["tool(time__*)"]})).await;
     let idx = narrow.ok("axp.index", json!({})).await;
-    assert_eq!(
-        idx["total"], 2,
-        "the index shows only what the token allows: {idx}"
-    );
-    let (code, e) = narrow
-        .err(
-            "tools/call",
-            json!({"name": "everything__echo", "arguments": {"message": "x"}}),
-        )
-        .await;
+    assert_eq!(idx["total"], 2, "the index shows only what the token allows: {idx}");
+    let (code, e) = narrow.err("tools/call", json!({"name": "everything__echo", "arguments": {"message": "x"}})).await;
     assert_eq!(code, -32002);
     assert_eq!(e["data"]["missing"], "tool(everything__echo)");
     let (code, e) = narrow.err("job.start", json!({"command": ["true"]})).await;
     assert_eq!(code, -32002);
     assert_eq!(e["data"]["missing"], "proc.spawn");
-    narrow
-        .ok(
-            "tools/call",
-            json!({"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}),
-        )
-        .await;
+    narrow.ok("tools/call", json!({"name": "time__get_current_time", "arguments": {"timezone": "UTC"}})).await;
     // Asking for more than the operator's profile is refused.
     let mut c = Rpc::new(&gw.url);
-    let (code, _) = c
-        .err("session.open", json!({"capabilities": ["fs.write(/etc)"]}))
-        .await;
+    let (code, _) = c.err("session.open", json!({"capabilities": ["fs.write(/etc)"]})).await;
     assert_eq!(code, -32002);
-    let (code, _) = c
-        .err(
-            "session.open",
-            json!({"capabilities": ["fs.write(relative)"]}),
-        )
-        .await;
+    let (code, _) = c.err("session.open", json!({"capabilities": ["fs.write(relative)"]})).await;
     assert_eq!(code, -32602);
 }
 
@@ -109,10 +76,7 @@ async fn forged_and_foreign_tokens_and_unknown_sessions_are_rejected() {
     a.ok("session.close", json!({})).await;
     let (code, e) = a.err("job.list", json!({})).await;
     assert_eq!(code, -32001, "{e}");
-    assert!(
-        e["data"]["reason"].as_str().unwrap().contains("revoked"),
-        "{e}"
-    );
+    assert!(e["data"]["reason"].as_str().unwrap().contains("revoked"), "{e}");
     let mut id_only = Rpc::new(&gw.url);
     id_only.session = Some((a.session.clone().unwrap().0, String::new()));
     assert_eq!(id_only.err("job.list", json!({})).await.0, -32006);
@@ -122,13 +86,9 @@ async fn forged_and_foreign_tokens_and_unknown_sessions_are_rejected() {
 async fn commands_cannot_leave_the_workspace() {
     let gw = gateway().start();
     let mut s = Rpc::open(&gw.url, json!({})).await;
-    let (code, _) = s
-        .err("job.start", json!({"command": ["ls"], "cwd": "/etc"}))
-        .await;
+    let (code, _) = s.err("job.start", json!({"command": ["ls"], "cwd": "/etc"})).await;
     assert_eq!(code, -32002);
-    let (code, _) = s
-        .err("job.start", json!({"command": ["ls"], "cwd": "../.."}))
-        .await;
+    let (code, _) = s.err("job.start", json!({"command": ["ls"], "cwd": "../.."})).await;
     assert_eq!(code, -32002);
     let mut c = Rpc::new(&gw.url);
     let (code, _) = c.err("session.open", json!({"workspace": "/"})).await;
@@ -139,8 +99,5 @@ async fn commands_cannot_leave_the_workspace() {
         .await;
     let ev = s.events(job["job_id"].as_str().unwrap(), 0).await;
     assert_eq!(stdout_of(&ev), "data\nend\n", "{ev:?}");
-    assert_eq!(
-        std::fs::read_to_string(gw.workspace.join("made.txt")).unwrap(),
-        "data\n"
-    );
+    assert_eq!(std::fs::read_to_string(gw.workspace.join("made.txt")).unwrap(), "data\n");
 }
