@@ -33,6 +33,8 @@ pub enum Command {
     /// Inspect or use the kernel sandbox directly.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Lint tool descriptions and schemas (quality and safety), offline; SARIF for CI.
+    Lint(crate::commands::lint::LintArgs),
     /// Inspect capability tokens.
     #[command(subcommand)]
     Token(crate::commands::token::TokenCommand),

@@ -71,6 +71,8 @@ pub struct Gateway {
     pub notify: broadcast::Sender<Value>,
     pub options: Options,
     pub audit: AuditLog,
+    /// The registration lint every published tool passes.
+    pub admission: crate::admission::Admission,
     /// MCP request ids of running `tools/call`s, so `notifications/cancelled` finds their job.
     inflight: Mutex<HashMap<(String, String), String>>,
 }
@@ -85,9 +87,20 @@ impl Gateway {
         metrics: Arc<Metrics>,
         options: Options,
         audit: AuditLog,
+        admission: crate::admission::Admission,
     ) -> Self {
         let (notify, _) = broadcast::channel(64);
-        Self { registry, sessions, jobs, metrics, notify, options, audit, inflight: Mutex::new(HashMap::new()) }
+        Self {
+            registry,
+            sessions,
+            jobs,
+            metrics,
+            notify,
+            options,
+            audit,
+            admission,
+            inflight: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Tells every connected client that the tool list changed.
@@ -648,16 +661,6 @@ impl Gateway {
             .map_err(|e| crate::util::internal("writing the audit log", e))?;
         Ok(())
     }
-}
-
-impl SessionOpenParamsExt for SessionOpenParams {
-    fn default_for_initialize() -> Self {
-        SessionOpenParams { workspace: None, sandbox_tier: None, capabilities: None, ttl_s: None }
-    }
-}
-
-trait SessionOpenParamsExt {
-    fn default_for_initialize() -> Self;
 }
 
 /// The policy a session's processes run under, compiled from its grants (never from the agent).

@@ -70,8 +70,4 @@ impl Egress {
         running.insert(key, sock.clone());
         Ok(sock)
     }
-
-    pub fn stop(&self) {
-        self.shutdown.cancel();
-    }
 }

@@ -219,15 +219,6 @@ impl Jobs {
         Ok(AttachBatch { events, next_seq, done })
     }
 
-    /// Waits until the job has written past `seq` or ended; `false` if it is not live.
-    pub async fn wait_past(&self, job_id: &str, seq: u64) -> bool {
-        let rx = lock(&self.live).get(job_id).map(|l| l.next_seq.subscribe());
-        match rx {
-            Some(mut rx) => rx.wait_for(|n| *n > seq).await.is_ok(),
-            None => false,
-        }
-    }
-
     async fn read(&self, job_id: &str, from_seq: u64, limit: usize) -> Result<Vec<JobEvent>, RpcError> {
         let store = self.store.clone();
         let id = job_id.to_string();

@@ -6,6 +6,7 @@
 // A binary crate: `pub` items are module-internal API, never exported.
 #![allow(unreachable_pub)]
 
+mod admission;
 mod cli;
 mod commands;
 mod config;
@@ -59,6 +60,7 @@ fn main() -> ExitCode {
             Call(a) => commands::client::call(a).await,
             Jobs(a) => commands::client::jobs(a).await,
             Attach(a) => commands::client::attach(a).await,
+            Lint(a) => commands::lint::run(a).await,
             Sandbox(_) | Token(_) | Audit(_) => Ok(0),
         }
     });

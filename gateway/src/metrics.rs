@@ -23,9 +23,6 @@ impl Gauge {
     pub fn add(&self, d: i64) {
         self.0.fetch_add(d, Ordering::Relaxed);
     }
-    pub fn set(&self, v: i64) {
-        self.0.store(v, Ordering::Relaxed);
-    }
     pub fn get(&self) -> i64 {
         self.0.load(Ordering::Relaxed)
     }

@@ -78,10 +78,16 @@ pub async fn fleet(
         cfg.timeout = Duration::from_secs(s.timeout_s);
         cfg.restart = RestartPolicy::default();
         let launcher = launcher.clone();
-        let (prefix, approval_required) = (s.prefix, s.approval_required);
+        if s.approval_required {
+            anyhow::bail!(
+                "server `{}` asks for `approval = \"required\"`, which this build does not enforce yet; remove it rather than run the server without the approval you expect",
+                s.name
+            );
+        }
+        let prefix = s.prefix;
         starting.push(Box::pin(async move {
             let provider = McpProvider::start(cfg, launcher).await;
-            Mount { provider, kind: "mcp", prefix, approval_required }
+            Mount { provider, kind: "mcp", prefix }
         }));
     }
     mounts.extend(futures::future::join_all(starting).await);
@@ -104,7 +110,7 @@ pub async fn fleet(
             )
             .with_context(|| format!("static provider `{}` ({})", st.provider, st.source.display()))?,
         );
-        mounts.push(Mount { provider, kind: "bridge", prefix: st.prefix, approval_required: false });
+        mounts.push(Mount { provider, kind: "bridge", prefix: st.prefix });
     }
     for c in &settings.cli {
         let tools = c
@@ -129,7 +135,7 @@ pub async fn fleet(
             CliProvider::new(ProviderId(c.provider.clone()), tools, launcher.clone())
                 .with_context(|| format!("[[cli]] provider `{}`", c.provider))?,
         );
-        mounts.push(Mount { provider, kind: "cli", prefix: PrefixMode::Always, approval_required: false });
+        mounts.push(Mount { provider, kind: "cli", prefix: PrefixMode::Always });
     }
     Ok(mounts)
 }
@@ -200,6 +206,5 @@ pub fn builtin(workspace: &Path, launcher: Arc<dyn Launcher>) -> Result<Mount> {
         ),
         kind: "cli",
         prefix: PrefixMode::Always,
-        approval_required: false,
     })
 }

@@ -27,8 +27,6 @@ pub struct Mount {
     pub provider: DynProvider,
     pub kind: &'static str,
     pub prefix: PrefixMode,
-    /// Tools of this provider wait for an operator's approval.
-    pub approval_required: bool,
 }
 
 /// One tool as the index knows it.
@@ -41,12 +39,14 @@ pub struct Entry {
     pub signature: String,
     pub validator: Option<Arc<jsonschema::Validator>>,
     pub schema_error: Option<String>,
-    pub approval_required: bool,
+    /// Registration-lint findings shown by `axp.describe`.
+    pub lint: Vec<Value>,
 }
 
 struct ProviderState {
     mount: Mount,
     tools: Vec<ToolSpec>,
+    lint: HashMap<String, Vec<Value>>,
     available: bool,
     reason: Option<String>,
 }
@@ -84,24 +84,32 @@ impl Registry {
     pub fn mount(&self, mount: Mount) {
         let id = mount.provider.id().clone();
         let mut st = self.write();
-        st.providers
-            .insert(id, ProviderState { mount, tools: Vec::new(), available: false, reason: Some("starting".into()) });
-    }
-
-    pub fn unmount(&self, id: &ProviderId) -> Option<DynProvider> {
-        let mut st = self.write();
-        let p = st.providers.remove(id).map(|p| p.mount.provider);
-        rebuild(&mut st);
-        p
+        st.providers.insert(
+            id,
+            ProviderState {
+                mount,
+                tools: Vec::new(),
+                lint: HashMap::new(),
+                available: false,
+                reason: Some("starting".into()),
+            },
+        );
     }
 
     /// Replaces a provider's tool list and rebuilds the index.
-    pub fn set_tools(&self, id: &ProviderId, tools: Vec<ToolSpec>) {
+    pub fn set_tools(&self, id: &ProviderId, tools: Vec<ToolSpec>, lint: HashMap<String, Vec<Value>>) {
         let mut st = self.write();
         if let Some(p) = st.providers.get_mut(id) {
             p.tools = tools;
+            p.lint = lint;
         }
         rebuild(&mut st);
+    }
+
+    /// Every other provider's published tools (for catalog-wide lint rules).
+    pub fn tools_except(&self, id: &ProviderId) -> Vec<(String, Vec<ToolSpec>)> {
+        let st = self.read();
+        st.providers.iter().filter(|(p, _)| *p != id).map(|(p, s)| (p.to_string(), s.tools.clone())).collect()
     }
 
     pub fn set_available(&self, id: &ProviderId, available: bool, reason: Option<String>) {
@@ -186,7 +194,7 @@ impl Registry {
     pub fn describe(&self, name: &str) -> Result<DescribeResult, RpcError> {
         let r = self.resolve(name).ok_or_else(|| unknown_tool(self, name))?;
         let e = r.entry;
-        let mut lint = Vec::new();
+        let mut lint = e.lint.clone();
         if let Some(err) = &e.schema_error {
             lint.push(json!({"rule": "schema", "message": err}));
         }
@@ -316,7 +324,7 @@ fn rebuild(st: &mut State) {
                     spec: t.clone(),
                     validator,
                     schema_error,
-                    approval_required: p.mount.approval_required,
+                    lint: p.lint.get(&t.name).cloned().unwrap_or_default(),
                 },
             );
         }

@@ -70,10 +70,6 @@ impl Sessions {
         Self { store, profile, tiers, auth, cache: RwLock::new(HashMap::new()) }
     }
 
-    pub fn profile(&self) -> &Profile {
-        &self.profile
-    }
-
     pub fn tiers(&self) -> &Tiers {
         &self.tiers
     }

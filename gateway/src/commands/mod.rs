@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod client;
+pub mod lint;
 pub mod sandbox;
 pub mod serve;
 pub mod token;

@@ -191,7 +191,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         inline_tools_max: settings.serve.inline_tools_max.unwrap_or(DEFAULT_INLINE_MAX),
         extra_read: settings.sandbox.extra_read.clone(),
     };
-    let gateway = Arc::new(Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit));
+    let admission = crate::admission::Admission::load(settings.lint.as_ref(), &state_dir.join("axp.lock"))?;
+    let gateway = Arc::new(Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission));
 
     let launcher = provider_launcher(&tiers)?;
     let nothing_configured = fleet.servers.is_empty() && fleet.statics.is_empty() && settings.cli.is_empty();
@@ -294,8 +295,16 @@ async fn refresh(gw: &Gateway, provider: &DynProvider) {
     let id = provider.id().clone();
     match provider.tools().await {
         Ok(tools) => {
-            gw.registry.set_tools(&id, tools);
+            let mut others = axp_lint::Catalog::new();
+            for (p, t) in gw.registry.tools_except(&id) {
+                others.insert(p, t);
+            }
+            let admitted = gw.admission.admit(id.as_str(), tools, &others);
+            gw.registry.set_tools(&id, admitted.publish, admitted.findings);
             gw.registry.set_available(&id, true, None);
+            if let Err(e) = gw.audit(axp_audit::Kind::LintVerdict, None, admitted.audit).await {
+                tracing::error!(error = %e.reason(), "cannot audit a lint verdict");
+            }
         }
         Err(e) => {
             tracing::warn!(provider = %id, error = %e, "cannot list tools");

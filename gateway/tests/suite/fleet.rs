@@ -235,7 +235,14 @@ async fn list_changed_is_forwarded_and_the_index_refreshes() {
     .await
     .expect("no list_changed within 15 s");
     assert!(got.contains("notifications/tools/list_changed"));
-    let after =
-        c.ok("axp.describe", json!({"name": "wrong__greet"})).await["description"].as_str().unwrap().to_string();
-    assert_ne!(before, after, "the index shows the changed description");
+    // The server rewrote its description after it was pinned (a rug pull): the registration
+    // lint keeps serving the pinned version and says why.
+    let after = c.ok("axp.describe", json!({"name": "wrong__greet"})).await;
+    assert_eq!(after["description"].as_str().unwrap(), before, "the rug pull is held back");
+    assert!(after["lint"].to_string().contains("AXP037"), "{after}");
+    // Poisoned tools never reach the index at all.
+    let idx = c.ok("axp.index", json!({"provider": "wrong"})).await;
+    let names: Vec<&str> = idx["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(!names.contains(&"wrong__joke_teller") && !names.contains(&"wrong__shadowing_attack"), "{names:?}");
+    assert!(names.contains(&"wrong__greet"), "{names:?}");
 }

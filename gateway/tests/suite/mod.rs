@@ -5,6 +5,7 @@ pub mod caps;
 pub mod egress;
 pub mod fleet;
 pub mod jobs;
+pub mod lint;
 pub mod mcp_clients;
 pub mod sessions;
 

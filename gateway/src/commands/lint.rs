@@ -1,0 +1,180 @@
+//! `axp lint`: the registration rules, offline, for CI. Inputs: a JSON file of tools (a
+//! `tools/list` result or `{"providers": {NAME: …}}`), an MCP fleet config (its servers are
+//! started sandboxed and listed), or a running gateway (`--url`). Output as text, JSON or SARIF
+//! 2.1.0. Exit 0 clean, 1 findings at the failing severity, 2 could not run.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use axp_lint::{Catalog, LintConfig, Lockfile};
+use clap::Args;
+use serde_json::{Value, json};
+
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// A JSON file of tools: a `tools/list` result, or `{"providers": {NAME: {"tools": […]}}}`.
+    pub file: Option<PathBuf>,
+    /// An MCP client config: its servers are started (sandboxed) and their tools linted.
+    #[arg(long = "mcp-config", value_name = "FILE")]
+    pub mcp_config: Vec<PathBuf>,
+    /// A running gateway to lint.
+    #[arg(long)]
+    pub url: Option<String>,
+    #[arg(long, value_parser = ["text", "json", "sarif"], default_value = "text")]
+    pub format: String,
+    /// axp.toml whose [lint] table configures the rules.
+    #[arg(long = "config", value_name = "AXP_TOML")]
+    pub config: Option<PathBuf>,
+    /// The lockfile of pinned tool hashes (drift / rug-pull detection).
+    #[arg(long, default_value = "axp.lock")]
+    pub lock: PathBuf,
+    /// Apply mechanical schema fixes to FILE in place.
+    #[arg(long)]
+    pub fix: bool,
+    /// Approve the current version of a tool (`provider__tool`) in the lockfile.
+    #[arg(long, value_name = "TOOL")]
+    pub approve: Vec<String>,
+    /// Pin every tool not yet in the lockfile.
+    #[arg(long)]
+    pub pin: bool,
+    /// Explain one rule (e.g. AXP027) and exit.
+    #[arg(long, value_name = "RULE")]
+    pub explain: Option<String>,
+    /// Write the report here instead of stdout.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+pub async fn run(a: LintArgs) -> Result<i32> {
+    if let Some(rule) = &a.explain {
+        match axp_lint::explain(rule) {
+            Some(text) => {
+                println!("{text}");
+                return Ok(0);
+            }
+            None => bail!("no rule `{rule}`; rules are AXP001…AXP{:03}", axp_lint::RULES.len()),
+        }
+    }
+    let config = match &a.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            LintConfig::from_axp_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
+        }
+        None => LintConfig::default(),
+    };
+    let (catalog, source, uri) = if let Some(file) = &a.file {
+        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        if a.fix {
+            let value: Value =
+                serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
+            let (fixed, applied) = axp_lint::fix_tools_json(&value).map_err(|e| anyhow::anyhow!("{e}"))?;
+            std::fs::write(file, serde_json::to_string_pretty(&fixed)? + "\n")?;
+            for f in &applied {
+                eprintln!("fixed: {f:?}");
+            }
+            eprintln!("{} fix(es) applied to {}", applied.len(), file.display());
+        }
+        let text = std::fs::read_to_string(file)?;
+        let default = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "tools".into());
+        let cat = Catalog::from_json_str(&text, &default).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        (cat, Some(text), file.to_string_lossy().into_owned())
+    } else if !a.mcp_config.is_empty() {
+        let cat = from_fleet(&a.mcp_config).await?;
+        let uri = a.mcp_config[0].to_string_lossy().into_owned();
+        (cat, std::fs::read_to_string(&a.mcp_config[0]).ok(), uri)
+    } else if let Some(url) = &a.url {
+        (from_gateway(url).await?, None, url.clone())
+    } else {
+        bail!("nothing to lint: give a tools JSON file, --mcp-config FILE or --url URL");
+    };
+    let mut lock = match std::fs::read_to_string(&a.lock) {
+        Ok(text) => Lockfile::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", a.lock.display()))?,
+        Err(_) => Lockfile::default(),
+    };
+    if !a.approve.is_empty() || a.pin {
+        for t in &a.approve {
+            lock.approve(&catalog, t).map_err(|e| anyhow::anyhow!("{e}"))?;
+            eprintln!("approved {t}");
+        }
+        if a.pin {
+            let pinned = lock.pin_all(&catalog);
+            eprintln!("pinned {} new tool(s)", pinned.len());
+        }
+        std::fs::write(&a.lock, lock.to_toml_string().map_err(|e| anyhow::anyhow!("{e}"))?)
+            .with_context(|| format!("cannot write {}", a.lock.display()))?;
+    }
+    let report = axp_lint::report::lint_with_lock(&catalog, &config, &lock);
+    let out = match a.format.as_str() {
+        "json" => serde_json::to_string_pretty(&report.to_json())? + "\n",
+        "sarif" => serde_json::to_string_pretty(&report.to_sarif(&uri, source.as_deref()))? + "\n",
+        _ => report.to_text(),
+    };
+    match &a.output {
+        Some(p) => std::fs::write(p, out).with_context(|| format!("cannot write {}", p.display()))?,
+        None => print!("{out}"),
+    }
+    Ok(report.exit_code())
+}
+
+/// Starts every server of the fleet (sandboxed when the host allows), lists their tools.
+async fn from_fleet(files: &[PathBuf]) -> Result<Catalog> {
+    use crate::config::env::ProcessEnv;
+    let mut fleet = crate::config::fleet::Fleet::default();
+    for f in files {
+        let part = crate::config::fleet::load(f, &ProcessEnv).map_err(|e| anyhow::anyhow!("{e}"))?;
+        fleet.servers.extend(part.servers);
+        fleet.statics.extend(part.statics);
+    }
+    let tmp = std::env::temp_dir().join(format!("axp-lint-{}", std::process::id()));
+    let egress = Arc::new(crate::egress::Egress::new(tmp.join("egress")));
+    let (kernel, launcher) = crate::sandboxing::kernel_lsm(&[], egress);
+    let launcher: Arc<dyn axp_providers::Launcher> = match launcher {
+        Some(l) => l,
+        None => bail!(
+            "cannot start the fleet's servers sandboxed: {}; lint a tools/list JSON file instead",
+            kernel.err().unwrap_or_default()
+        ),
+    };
+    let workspace = std::env::current_dir()?;
+    let total = fleet.servers.len() + fleet.statics.len();
+    eprintln!("starting {total} server(s)…");
+    let mounts = crate::mount::fleet(&fleet, &Default::default(), &workspace, launcher).await?;
+    let mut cat = Catalog::new();
+    for (i, m) in mounts.iter().enumerate() {
+        let id = m.provider.id().to_string();
+        let tools = tokio::time::timeout(Duration::from_secs(60), m.provider.tools())
+            .await
+            .map_err(|_| anyhow::anyhow!("`{id}` did not list its tools within 60 s"))?
+            .map_err(|e| anyhow::anyhow!("`{id}`: {e}"))?;
+        eprintln!("[{}/{total}] {id}: {} tools", i + 1, tools.len());
+        cat.insert(id, tools);
+        let _ = m.provider.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(cat)
+}
+
+/// Lists a running gateway's tools through `axp.index` + `axp.describe`.
+async fn from_gateway(url: &str) -> Result<Catalog> {
+    let mut c = crate::commands::client::Client::new(&crate::cli::ClientArgs { url: url.to_string(), json: false });
+    let idx = c.call("axp.index", json!({"limit": 500})).await?;
+    let mut by_provider: std::collections::BTreeMap<String, Vec<axp_protocol::ToolSpec>> = Default::default();
+    for t in idx["tools"].as_array().into_iter().flatten() {
+        let d = c.call("axp.describe", json!({"name": t["name"]})).await?;
+        let provider = d["provider"].as_str().unwrap_or("gateway").to_string();
+        let name = d["name"].as_str().unwrap_or_default();
+        let own = name.strip_prefix(&format!("{provider}__")).unwrap_or(name).to_string();
+        let mut spec =
+            axp_protocol::ToolSpec::new(own, d["description"].as_str().unwrap_or_default(), d["schema"].clone());
+        spec.annotations = d.get("annotations").cloned().filter(|v| !v.is_null());
+        spec.output_schema = d.get("output_schema").cloned().filter(|v| !v.is_null());
+        by_provider.entry(provider).or_default().push(spec);
+    }
+    let mut cat = Catalog::new();
+    for (p, tools) in by_provider {
+        cat.insert(p, tools);
+    }
+    Ok(cat)
+}
