@@ -10,10 +10,12 @@ pub mod bridge;
 pub mod cli;
 pub mod mcp;
 mod process;
+pub mod skill;
 
 pub use bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOptions};
 pub use cli::{ArgvTemplate, CliProvider, CliToolConfig};
 pub use mcp::{McpConfig, McpProvider, McpStatus, McpTransport, RestartPolicy};
+pub use skill::{SkillDirsConfig, SkillError, SkillInfo, SkillProvider};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

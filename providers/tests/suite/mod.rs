@@ -5,4 +5,5 @@ mod cli;
 mod mcp_http;
 mod mcp_stdio;
 mod mcp_time;
+mod skill;
 mod support;
