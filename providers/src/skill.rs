@@ -691,24 +691,33 @@ fn relevant(event: &notify::Result<notify::Event>) -> bool {
 /// change within milliseconds and costs nothing while idle, new sub-folders are watched as they
 /// appear, and where inotify cannot be had (watch limit reached, unsupported filesystem)
 /// `notify`'s own `PollWatcher` takes over at a one-second interval.
-fn start_watch(shared: &Arc<Shared>) -> Result<Watch, String> {
+fn start_watch(shared: &Arc<Shared>, poll: bool) -> Result<Watch, String> {
     use notify::Watcher;
     let (tx, rx) = std::sync::mpsc::channel::<notify::Result<notify::Event>>();
     let existing: Vec<&PathBuf> = shared.dirs.iter().filter(|d| d.exists()).collect();
-    let native = notify::recommended_watcher(tx.clone()).and_then(|mut w| {
-        for dir in &existing {
-            w.watch(dir, notify::RecursiveMode::Recursive)?;
-        }
-        Ok(w)
-    });
+    let native = if poll {
+        Err(notify::Error::generic("polling was asked for"))
+    } else {
+        notify::recommended_watcher(tx.clone()).and_then(|mut w| {
+            for dir in &existing {
+                w.watch(dir, notify::RecursiveMode::Recursive)?;
+            }
+            Ok(w)
+        })
+    };
     let watch = match native {
         Ok(w) => {
             drop(tx);
             Watch::Native { _watcher: w }
         }
         Err(e) => {
-            tracing::warn!(error = %e, "cannot watch skill directories natively; polling every second");
-            let cfg = notify::Config::default().with_poll_interval(POLL_INTERVAL);
+            if !poll {
+                tracing::warn!(error = %e, "cannot watch skill directories natively; polling every second");
+            }
+            // notify's poller compares modification times in whole seconds, so an edit within
+            // the second of the previous scan would go unseen; comparing contents too closes
+            // that gap, at the price of reading the (small) skill folders once per interval.
+            let cfg = notify::Config::default().with_poll_interval(POLL_INTERVAL).with_compare_contents(true);
             let mut w = notify::PollWatcher::new(tx, cfg).map_err(|e| e.to_string())?;
             for dir in &existing {
                 w.watch(dir, notify::RecursiveMode::Recursive).map_err(|e| e.to_string())?;
@@ -769,9 +778,20 @@ impl SkillProvider {
     /// cannot be started is reported there too (the skills still load; call
     /// [`SkillProvider::reload`] to re-read them by hand).
     pub fn new(cfg: SkillDirsConfig) -> Self {
+        Self::build(cfg, false)
+    }
+
+    /// Like [`SkillProvider::new`], but notices changes by re-reading the folders (modification
+    /// times and contents) every second instead of through inotify: for skill folders on network filesystems (NFS, SMB,
+    /// some container bind mounts), where inotify does not see changes made elsewhere.
+    pub fn new_polling(cfg: SkillDirsConfig) -> Self {
+        Self::build(cfg, true)
+    }
+
+    fn build(cfg: SkillDirsConfig, poll: bool) -> Self {
         let (events, _) = broadcast::channel(16);
         let shared = Arc::new(Shared { catalog: RwLock::new(Arc::new(scan(&cfg.dirs))), dirs: cfg.dirs, events });
-        let (watch, watch_kind) = match start_watch(&shared) {
+        let (watch, watch_kind) = match start_watch(&shared, poll) {
             Ok(w) => {
                 let kind = w.kind();
                 (Some(w), kind)

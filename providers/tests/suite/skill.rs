@@ -574,3 +574,24 @@ async fn changes_on_disk_reload_the_skills_and_send_tools_changed() {
     assert!(p.reload());
     assert_eq!(p.tools().await.unwrap()[0].description, "After shutdown.");
 }
+
+#[tokio::test]
+async fn the_polling_watcher_notices_changes_too() {
+    let root = tempfile::tempdir().unwrap();
+    let live = write_skill(root.path(), "polled", &skill_md("polled", "Before."));
+    let p = SkillProvider::new_polling(SkillDirsConfig {
+        id: ProviderId("skill".into()),
+        dirs: vec![root.path().to_path_buf()],
+        launcher: Arc::new(DirectLauncher),
+        timeout: Duration::from_secs(5),
+        env: base_env(),
+        policy: ProcessPolicy::default(),
+    });
+    assert_eq!(p.watch_kind(), "poll");
+    let mut rx = p.events().unwrap();
+    // Within the same second as the first scan: the poller must compare contents, not only
+    // (whole-second) modification times.
+    std::fs::write(live.join("SKILL.md"), skill_md("polled", "After, a longer text.")).unwrap();
+    wait_event(&mut rx, Duration::from_secs(5), |e| *e == ProviderEvent::ToolsChanged).await;
+    assert_eq!(p.tools().await.unwrap()[0].description, "After, a longer text.");
+}
