@@ -1,0 +1,478 @@
+//! Install, list, inspect, remove and load plugins in a state directory. This file owns the
+//! on-disk layout (`STATE/plugins/<id>/<version>/`, `STATE/plugins.lock`) and the install
+//! checks in order: manifest, digest (against the manifest and `--sha256`), signature (when a
+//! key is given), a trial instantiation that lists the tools, then the copy and the lockfile
+//! entry. It does not lint descriptions (the gateway does, with the returned tools) and it does
+//! not tell running gateways (they watch the lockfile).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axp_protocol::ToolSpec;
+use axp_providers::{DynProvider, Launcher, ProcessPolicy};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::manifest::{MANIFEST_FILE, Manifest, ManifestError, PluginKind};
+use crate::native::{DylibConfig, DylibProvider, HelperCommand};
+use crate::wasm::{WasmError, WasmGrants, WasmLimits, WasmProvider, WasmRuntime};
+
+/// The lockfile's name inside the state directory.
+pub const LOCK_FILE: &str = "plugins.lock";
+
+/// Why an install (or a load of an installed plugin) was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The manifest is missing, malformed, for another ABI, or over-reaching.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The artifact's digest differs from the manifest's: it changed after it was published.
+    #[error(
+        "the artifact {path} was tampered with: its sha256 is {actual}, but the manifest says {expected}"
+    )]
+    Tampered {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+    /// The artifact's digest differs from the one the operator gave with `--sha256`.
+    #[error("wrong digest: --sha256 expects {expected}, but the artifact's sha256 is {actual}")]
+    WrongDigest { expected: String, actual: String },
+    /// The signature is missing, malformed or does not verify with the given key.
+    #[error("bad signature: {0}")]
+    Signature(String),
+    /// The WASM component is invalid or for another ABI.
+    #[error(transparent)]
+    Wasm(#[from] WasmError),
+    /// The native plugin could not be started or probed.
+    #[error("the native plugin could not be loaded: {0}")]
+    Native(String),
+    /// The plugin reports an id other than its manifest's.
+    #[error("the plugin calls itself `{found}` but its manifest says `{expected}`")]
+    IdMismatch { expected: String, found: String },
+    /// No installed plugin has that id.
+    #[error("no installed plugin `{0}`; hint: `axp provider list` shows what is installed")]
+    NotInstalled(String),
+    /// The lockfile is unreadable or malformed.
+    #[error("the lockfile {path} is corrupt: {message}")]
+    Lock { path: PathBuf, message: String },
+    /// Reading or writing files failed.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> InstallError {
+    let context = context.into();
+    move |source| InstallError::Io { context, source }
+}
+
+/// One installed plugin, as recorded in the lockfile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Installed {
+    pub id: String,
+    pub version: String,
+    pub kind: PluginKind,
+    pub abi: String,
+    pub sha256: String,
+    /// Directory holding the artifact and manifest, relative to the state directory.
+    pub dir: PathBuf,
+    pub artifact: String,
+    /// Whether a minisign signature was verified at install, and with which key.
+    #[serde(default)]
+    pub signed_by: Option<String>,
+    pub installed_at: u64,
+    /// Tool names at install time.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default)]
+    pub capabilities: crate::manifest::Capabilities,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct LockFile {
+    #[serde(default, rename = "plugin")]
+    plugins: Vec<Installed>,
+}
+
+/// How to probe and run plugins: the WASM runtime, and how native plugins' helper processes
+/// are started.
+#[derive(Clone)]
+pub struct HostContext {
+    pub runtime: WasmRuntime,
+    pub launcher: Arc<dyn Launcher>,
+    pub helper: HelperCommand,
+    /// Secret values by name; a plugin sees only those its manifest declares.
+    pub secrets: BTreeMap<String, String>,
+    /// Test/pinning hook passed to WASM plugins (see [`WasmGrants::resolve_override`]).
+    pub resolve_override: std::collections::HashMap<String, std::net::SocketAddr>,
+    /// Native plugins listed here run inside the gateway process (`trusted = true`).
+    pub trusted: Vec<String>,
+    pub native_timeout: Duration,
+}
+
+impl std::fmt::Debug for HostContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostContext").field("launcher", &self.launcher).field("helper", &self.helper).finish()
+    }
+}
+
+impl HostContext {
+    /// Default limits, the given launcher, and this executable as the native helper.
+    pub fn new(launcher: Arc<dyn Launcher>) -> Result<Self, InstallError> {
+        Ok(Self {
+            runtime: WasmRuntime::new(WasmLimits::default())?,
+            launcher,
+            helper: HelperCommand::current_exe().map_err(io("locating the current executable"))?,
+            secrets: BTreeMap::new(),
+            resolve_override: Default::default(),
+            trusted: Vec::new(),
+            native_timeout: Duration::from_secs(30),
+        })
+    }
+}
+
+/// Options of one install.
+#[derive(Debug, Clone, Default)]
+pub struct InstallOptions {
+    /// `--sha256`: the digest the operator expects.
+    pub expected_sha256: Option<String>,
+    /// `--pubkey`: a minisign public key (base64, or a path to a `.pub` file). When given, the
+    /// plugin must carry a signature that verifies with it.
+    pub pubkey: Option<String>,
+}
+
+/// Hex SHA-256 of a byte string.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Finds the manifest for `source`: a plugin directory, a manifest file, or an artifact with a
+/// manifest next to it. A bare `.wasm` without one gets a manifest with no capabilities.
+fn locate(source: &Path) -> Result<(Manifest, PathBuf), InstallError> {
+    let meta = std::fs::metadata(source).map_err(io(format!("cannot read {}", source.display())))?;
+    let manifest_path = if meta.is_dir() {
+        source.join(MANIFEST_FILE)
+    } else if source.extension().is_some_and(|e| e == "toml") {
+        source.to_path_buf()
+    } else {
+        let dir = source.parent().unwrap_or(Path::new("."));
+        let sibling = dir.join(MANIFEST_FILE);
+        let name = source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        match Manifest::load(&sibling) {
+            Ok(m) if m.artifact == name => return Ok((m, dir.to_path_buf())),
+            _ if source.extension().is_some_and(|e| e == "wasm") => {
+                // A bare component: the least authority, and the id from its file name.
+                let bytes = std::fs::read(source).map_err(io(format!("cannot read {}", source.display())))?;
+                let stem = source.file_stem().map(|s| s.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+                let m = Manifest {
+                    id: stem.replace('.', "-"),
+                    version: "0.0.0".into(),
+                    abi: crate::ABI_VERSION.into(),
+                    kind: PluginKind::Wasm,
+                    artifact: name,
+                    sha256: sha256_hex(&bytes),
+                    description: None,
+                    capabilities: Default::default(),
+                    signature: None,
+                };
+                m.validate()?;
+                return Ok((m, dir.to_path_buf()));
+            }
+            _ => {
+                return Err(InstallError::Native(format!(
+                    "{} has no {MANIFEST_FILE} next to it; native plugins need a manifest",
+                    source.display()
+                )));
+            }
+        }
+    };
+    let m = Manifest::load(&manifest_path)?;
+    let dir = manifest_path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    Ok((m, dir))
+}
+
+fn verify_signature(
+    manifest: &Manifest,
+    dir: &Path,
+    artifact: &[u8],
+    pubkey: &str,
+) -> Result<String, InstallError> {
+    let key = if Path::new(pubkey).is_file() {
+        minisign_verify::PublicKey::from_file(pubkey)
+    } else {
+        minisign_verify::PublicKey::from_base64(pubkey.trim())
+    }
+    .map_err(|e| InstallError::Signature(format!("the public key is not a minisign key: {e}")))?;
+    let sig_path = match &manifest.signature {
+        Some(s) => dir.join(&s.minisign),
+        None => dir.join(format!("{}.minisig", manifest.artifact)),
+    };
+    if !sig_path.is_file() {
+        return Err(InstallError::Signature(format!(
+            "a public key was given but the plugin carries no signature ({} is missing)",
+            sig_path.display()
+        )));
+    }
+    let sig = minisign_verify::Signature::from_file(&sig_path)
+        .map_err(|e| InstallError::Signature(format!("{} is not a minisign signature: {e}", sig_path.display())))?;
+    key.verify(artifact, &sig, false).map_err(|e| {
+        InstallError::Signature(format!(
+            "{} does not verify with the given key ({e}): the artifact was changed or signed by someone else",
+            sig_path.display()
+        ))
+    })?;
+    Ok(pubkey.trim().chars().take(16).collect())
+}
+
+async fn probe(
+    ctx: &HostContext,
+    manifest: &Manifest,
+    artifact_path: &Path,
+    bytes: &[u8],
+) -> Result<(DynProvider, Vec<ToolSpec>), InstallError> {
+    match manifest.kind {
+        PluginKind::Wasm => {
+            let mut grants = WasmGrants::from_capabilities(&manifest.capabilities, &|n| ctx.secrets.get(n).cloned());
+            grants.resolve_override = ctx.resolve_override.clone();
+            let p = WasmProvider::new(&ctx.runtime, &manifest.id, bytes, grants).await?;
+            if p.info().id != manifest.id {
+                return Err(InstallError::IdMismatch {
+                    expected: manifest.id.clone(),
+                    found: p.info().id.clone(),
+                });
+            }
+            let tools = axp_providers::Provider::tools(&p).await.unwrap_or_default();
+            Ok((Arc::new(p), tools))
+        }
+        PluginKind::Dylib => {
+            let cfg = DylibConfig {
+                id: manifest.id.clone(),
+                library: artifact_path.to_path_buf(),
+                helper: ctx.helper.clone(),
+                policy: ProcessPolicy {
+                    net: manifest.capabilities.net.clone(),
+                    ..Default::default()
+                },
+                trusted: ctx.trusted.contains(&manifest.id),
+                call_timeout: ctx.native_timeout,
+            };
+            let p = DylibProvider::new(cfg, ctx.launcher.clone())
+                .await
+                .map_err(|e| InstallError::Native(e.to_string()))?;
+            let tools = axp_providers::Provider::tools(&p).await.unwrap_or_default();
+            Ok((Arc::new(p), tools))
+        }
+    }
+}
+
+/// Verifies and installs a plugin from `source` (a directory, a manifest, or an artifact) into
+/// `state_dir`. `progress` receives one line per step (for the CLI's stderr).
+pub async fn install(
+    source: &Path,
+    opts: &InstallOptions,
+    state_dir: &Path,
+    ctx: &HostContext,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<(Installed, Vec<ToolSpec>), InstallError> {
+    progress("reading the manifest");
+    let (manifest, dir) = locate(source)?;
+    let artifact_path = dir.join(&manifest.artifact);
+    let bytes = std::fs::read(&artifact_path).map_err(io(format!("cannot read {}", artifact_path.display())))?;
+    progress(&format!("verifying sha256 of {} ({} bytes)", manifest.artifact, bytes.len()));
+    let actual = sha256_hex(&bytes);
+    if let Some(expected) = &opts.expected_sha256
+        && !expected.trim().eq_ignore_ascii_case(&actual)
+    {
+        return Err(InstallError::WrongDigest {
+            expected: expected.trim().to_ascii_lowercase(),
+            actual,
+        });
+    }
+    if !manifest.sha256.eq_ignore_ascii_case(&actual) {
+        return Err(InstallError::Tampered {
+            path: artifact_path,
+            expected: manifest.sha256.to_ascii_lowercase(),
+            actual,
+        });
+    }
+    let signed_by = match &opts.pubkey {
+        Some(k) => {
+            progress("verifying the minisign signature");
+            Some(verify_signature(&manifest, &dir, &bytes, k)?)
+        }
+        None => None,
+    };
+    // Copy first (native plugins are probed from their installed path), then probe; a failed
+    // probe removes the copy.
+    let rel = PathBuf::from("plugins").join(&manifest.id).join(&manifest.version);
+    let dest = state_dir.join(&rel);
+    if dest.exists() {
+        std::fs::remove_dir_all(&dest).map_err(io(format!("cannot replace {}", dest.display())))?;
+    }
+    std::fs::create_dir_all(&dest).map_err(io(format!("cannot create {}", dest.display())))?;
+    let installed_artifact = dest.join(&manifest.artifact);
+    let copy = || -> std::io::Result<()> {
+        std::fs::write(&installed_artifact, &bytes)?;
+        std::fs::write(dest.join(MANIFEST_FILE), manifest.to_toml())?;
+        if let Some(sig) = &manifest.signature {
+            std::fs::copy(dir.join(&sig.minisign), dest.join(&sig.minisign))?;
+        }
+        Ok(())
+    };
+    copy().map_err(io(format!("cannot copy the plugin into {}", dest.display())))?;
+    progress(match manifest.kind {
+        PluginKind::Wasm => "compiling the component and listing its tools",
+        PluginKind::Dylib => "starting the plugin host and listing its tools",
+    });
+    let probed = probe(ctx, &manifest, &installed_artifact, &bytes).await;
+    let (provider, tools) = match probed {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dest);
+            return Err(e);
+        }
+    };
+    let _ = provider.shutdown().await;
+    let entry = Installed {
+        id: manifest.id.clone(),
+        version: manifest.version.clone(),
+        kind: manifest.kind,
+        abi: manifest.abi.clone(),
+        sha256: actual,
+        dir: rel,
+        artifact: manifest.artifact.clone(),
+        signed_by,
+        installed_at: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        tools: tools.iter().map(|t| t.name.clone()).collect(),
+        capabilities: manifest.capabilities.clone(),
+    };
+    let mut lock = read_lock(state_dir)?;
+    let old: Vec<Installed> = lock.plugins.iter().filter(|p| p.id == entry.id && p.dir != entry.dir).cloned().collect();
+    lock.plugins.retain(|p| p.id != entry.id);
+    lock.plugins.push(entry.clone());
+    lock.plugins.sort_by(|a, b| a.id.cmp(&b.id));
+    write_lock(state_dir, &lock)?;
+    for o in old {
+        let _ = std::fs::remove_dir_all(state_dir.join(&o.dir));
+    }
+    progress(&format!("installed {} {} ({} tools)", entry.id, entry.version, entry.tools.len()));
+    Ok((entry, tools))
+}
+
+fn lock_path(state_dir: &Path) -> PathBuf {
+    state_dir.join(LOCK_FILE)
+}
+
+fn read_lock(state_dir: &Path) -> Result<LockFile, InstallError> {
+    let path = lock_path(state_dir);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => toml::from_str(&text).map_err(|e| InstallError::Lock {
+            path,
+            message: e.to_string(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(LockFile::default()),
+        Err(e) => Err(io(format!("cannot read {}", path.display()))(e)),
+    }
+}
+
+/// Written to a temporary file and renamed, so a reader never sees half a lockfile.
+fn write_lock(state_dir: &Path, lock: &LockFile) -> Result<(), InstallError> {
+    std::fs::create_dir_all(state_dir).map_err(io(format!("cannot create {}", state_dir.display())))?;
+    let path = lock_path(state_dir);
+    let tmp = state_dir.join(format!(".{LOCK_FILE}.tmp"));
+    let text = toml::to_string_pretty(lock).map_err(|e| InstallError::Lock {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    std::fs::write(&tmp, format!("# Installed AXP plugins; written by `axp provider`.\n{text}"))
+        .map_err(io(format!("cannot write {}", tmp.display())))?;
+    std::fs::rename(&tmp, &path).map_err(io(format!("cannot write {}", path.display())))
+}
+
+/// Every installed plugin.
+pub fn list(state_dir: &Path) -> Result<Vec<Installed>, InstallError> {
+    Ok(read_lock(state_dir)?.plugins)
+}
+
+/// One installed plugin with its manifest.
+pub fn inspect(state_dir: &Path, id: &str) -> Result<(Installed, Manifest), InstallError> {
+    let entry = list(state_dir)?
+        .into_iter()
+        .find(|p| p.id == id)
+        .ok_or_else(|| InstallError::NotInstalled(id.to_string()))?;
+    let manifest = Manifest::load(&state_dir.join(&entry.dir).join(MANIFEST_FILE))?;
+    Ok((entry, manifest))
+}
+
+/// Removes a plugin's files and lockfile entry.
+pub fn remove(state_dir: &Path, id: &str) -> Result<Installed, InstallError> {
+    let mut lock = read_lock(state_dir)?;
+    let Some(pos) = lock.plugins.iter().position(|p| p.id == id) else {
+        return Err(InstallError::NotInstalled(id.to_string()));
+    };
+    let entry = lock.plugins.remove(pos);
+    write_lock(state_dir, &lock)?;
+    let dir = state_dir.join("plugins").join(&entry.id);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(io(format!("cannot remove {}", dir.display())))?;
+    }
+    Ok(entry)
+}
+
+/// Loads one installed plugin, re-checking its digest (a file changed after install is refused).
+pub async fn load_one(state_dir: &Path, entry: &Installed, ctx: &HostContext) -> Result<DynProvider, InstallError> {
+    let dir = state_dir.join(&entry.dir);
+    let manifest = Manifest::load(&dir.join(MANIFEST_FILE))?;
+    let artifact = dir.join(&manifest.artifact);
+    let bytes = std::fs::read(&artifact).map_err(io(format!("cannot read {}", artifact.display())))?;
+    let actual = sha256_hex(&bytes);
+    if actual != entry.sha256 {
+        return Err(InstallError::Tampered {
+            path: artifact,
+            expected: entry.sha256.clone(),
+            actual,
+        });
+    }
+    Ok(probe(ctx, &manifest, &artifact, &bytes).await?.0)
+}
+
+/// Loads every installed plugin; one that fails is reported and skipped, never fatal.
+pub async fn load_installed_with(state_dir: &Path, ctx: &HostContext) -> Vec<(String, Result<DynProvider, InstallError>)> {
+    let entries = match list(state_dir) {
+        Ok(e) => e,
+        Err(e) => return vec![(LOCK_FILE.to_string(), Err(e))],
+    };
+    let mut out = Vec::new();
+    for entry in &entries {
+        out.push((entry.id.clone(), load_one(state_dir, entry, ctx).await));
+    }
+    out
+}
+
+/// Loads every installed plugin with default limits and this executable as the native helper;
+/// failures are logged and skipped.
+pub async fn load_installed(state_dir: &Path, launcher: Arc<dyn Launcher>) -> Vec<DynProvider> {
+    let ctx = match HostContext::new(launcher) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("plugins not loaded: {e}");
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for (id, r) in load_installed_with(state_dir, &ctx).await {
+        match r {
+            Ok(p) => out.push(p),
+            Err(e) => tracing::error!(plugin = %id, "installed plugin not loaded: {e}"),
+        }
+    }
+    out
+}

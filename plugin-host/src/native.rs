@@ -1,0 +1,614 @@
+//! The `dylib` provider: native libraries exporting `axp_plugin_v0` (plugins/include/axp_plugin.h).
+//! This file owns the C vtable mirror, the loader, the helper-process entry
+//! ([`plugin_host_main`], run as `axp __plugin-host LIB`) and the provider that talks to it
+//! with newline-delimited JSON-RPC over the helper's stdio.
+//!
+//! By default the library is loaded only in the helper, which the gateway's [`Launcher`]
+//! sandboxes, so a crash or a malicious library takes down only that process; the provider
+//! reports it unavailable for that call and starts a fresh helper on the next one. In-process
+//! loading happens only when the operator says `trusted = true`. A loaded library is never
+//! unloaded while its process lives (its code may have spawned threads or registered hooks).
+//!
+//! `unsafe` is allowed in this file only, for the C boundary; each block says why it holds.
+#![allow(unsafe_code)]
+
+use std::ffi::OsString;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axp_protocol::{ErrorCode as RpcCode, RpcError, ToolCall, ToolOutput, ToolSpec};
+use axp_providers::{
+    CancellationToken, JobSink, Launcher, ProcessPolicy, ProcessSpec, Provider, ProviderError,
+    ProviderEvent, ProviderId,
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::broadcast;
+
+use crate::output::to_tool_output;
+
+/// `(major << 16) | (minor << 8) | patch` of the native ABI this host speaks (0.1.0).
+pub const NATIVE_ABI_VERSION: u32 = 0x00_01_00;
+/// The hidden subcommand the gateway dispatches to [`plugin_host_main`].
+pub const PLUGIN_HOST_ARG: &str = "__plugin-host";
+
+const STATUS_OK: i32 = 0;
+const STATUS_TOOL_ERROR: i32 = 1;
+const STATUS_PANIC: i32 = 2;
+const STATUS_BAD_INPUT: i32 = 3;
+const STATUS_NOT_FOUND: i32 = 4;
+
+#[repr(C)]
+struct AxpBuf {
+    ptr: *mut u8,
+    len: usize,
+    cap: usize,
+}
+
+#[repr(C)]
+struct VTable {
+    abi_version: u32,
+    struct_size: u32,
+    info: unsafe extern "C" fn(out: *mut AxpBuf) -> i32,
+    list_tools: unsafe extern "C" fn(out: *mut AxpBuf) -> i32,
+    describe: unsafe extern "C" fn(name: *const u8, name_len: usize, out: *mut AxpBuf) -> i32,
+    call: unsafe extern "C" fn(
+        name: *const u8,
+        name_len: usize,
+        args: *const u8,
+        args_len: usize,
+        meta: *const u8,
+        meta_len: usize,
+        out: *mut AxpBuf,
+    ) -> i32,
+    free_buf: unsafe extern "C" fn(buf: AxpBuf),
+}
+
+fn abi_text(v: u32) -> String {
+    format!("{}.{}.{}", v >> 16, (v >> 8) & 0xff, v & 0xff)
+}
+
+/// Why a native library cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum NativeError {
+    /// `dlopen` or the symbol lookup failed.
+    #[error("cannot load {path}: {message}")]
+    Load { path: PathBuf, message: String },
+    /// The library was built for another ABI version.
+    #[error(
+        "{path} was built for native plugin ABI {found}, but this host speaks ABI {expected}; \
+         hint: rebuild it against plugins/include/axp_plugin.h {expected}"
+    )]
+    AbiMismatch {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
+}
+
+/// What a native call returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NativeOutcome {
+    /// JSON result.
+    Ok(String),
+    /// A tool-level error: `kind` and `message`.
+    ToolError { kind: String, message: String },
+    /// The plugin panicked (caught by its SDK).
+    Panic(String),
+    /// The plugin refused the input as malformed.
+    BadInput,
+    /// `describe`: no such tool.
+    NotFound,
+}
+
+/// A loaded library's vtable. The library is leaked on purpose: it is never unloaded.
+#[derive(Clone, Copy)]
+pub struct NativeLib {
+    vt: &'static VTable,
+}
+
+impl std::fmt::Debug for NativeLib {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeLib").field("abi", &abi_text(self.vt.abi_version)).finish()
+    }
+}
+
+impl NativeLib {
+    /// Loads `path` in this process and checks its ABI version. Only for the helper process,
+    /// or the gateway itself when the operator trusts the plugin.
+    pub fn open(path: &Path) -> Result<Self, NativeError> {
+        let load_err = |message: String| NativeError::Load {
+            path: path.to_path_buf(),
+            message,
+        };
+        // SAFETY: loading runs the library's initialisers. The library was installed with a
+        // verified digest, and by default this runs in the sandboxed helper process, where the
+        // damage a bad library can do is confined.
+        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| load_err(e.to_string()))?;
+        // SAFETY: the symbol's type is fixed by axp_plugin.h: `const AxpPluginV0 *(void)`.
+        let entry: libloading::Symbol<unsafe extern "C" fn() -> *const VTable> =
+            unsafe { lib.get(b"axp_plugin_v0\0") }
+                .map_err(|e| load_err(format!("no `axp_plugin_v0` symbol: {e}")))?;
+        // SAFETY: calling the entry point as the header defines it; it takes no arguments.
+        let ptr = unsafe { entry() };
+        if ptr.is_null() {
+            return Err(load_err("`axp_plugin_v0` returned NULL".into()));
+        }
+        // SAFETY: the first two u32 fields are common to every ABI version, so reading
+        // `abi_version` is valid before we know the version; the rest is read only after the
+        // check below. The pointer stays valid because the library is never unloaded.
+        let abi = unsafe { (*ptr).abi_version };
+        if abi != NATIVE_ABI_VERSION {
+            return Err(NativeError::AbiMismatch {
+                path: path.to_path_buf(),
+                found: abi_text(abi),
+                expected: abi_text(NATIVE_ABI_VERSION),
+            });
+        }
+        // SAFETY: same version, so the layout is ours; the vtable is static in the library,
+        // which we leak below, so `'static` holds.
+        let vt: &'static VTable = unsafe { &*ptr };
+        if (vt.struct_size as usize) < std::mem::size_of::<VTable>() {
+            return Err(load_err(format!(
+                "vtable is {} bytes, expected at least {}",
+                vt.struct_size,
+                std::mem::size_of::<VTable>()
+            )));
+        }
+        std::mem::forget(lib);
+        Ok(Self { vt })
+    }
+
+    fn finish(&self, status: i32, buf: AxpBuf) -> NativeOutcome {
+        let text = if buf.ptr.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a non-null buffer the plugin returned holds `len` initialised bytes
+            // until we hand it back to `free_buf`, which we do right after copying.
+            let bytes = unsafe { std::slice::from_raw_parts(buf.ptr, buf.len) };
+            String::from_utf8_lossy(bytes).into_owned()
+        };
+        if !buf.ptr.is_null() {
+            // SAFETY: each buffer is freed once, by the allocator that made it.
+            unsafe { (self.vt.free_buf)(buf) };
+        }
+        match status {
+            STATUS_OK => NativeOutcome::Ok(text),
+            STATUS_TOOL_ERROR => {
+                let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                NativeOutcome::ToolError {
+                    kind: v["kind"].as_str().unwrap_or("failed").to_string(),
+                    message: v["message"].as_str().unwrap_or(&text).to_string(),
+                }
+            }
+            STATUS_PANIC => NativeOutcome::Panic(text),
+            STATUS_NOT_FOUND => NativeOutcome::NotFound,
+            STATUS_BAD_INPUT => NativeOutcome::BadInput,
+            other => NativeOutcome::Panic(format!("unknown status code {other}")),
+        }
+    }
+
+    fn empty() -> AxpBuf {
+        AxpBuf {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+            cap: 0,
+        }
+    }
+
+    /// `info()`.
+    pub fn info(&self) -> NativeOutcome {
+        let mut out = Self::empty();
+        // SAFETY: `out` is a valid, writable buffer; the vtable was checked at load.
+        let status = unsafe { (self.vt.info)(&mut out) };
+        self.finish(status, out)
+    }
+
+    /// `list_tools()`.
+    pub fn list_tools(&self) -> NativeOutcome {
+        let mut out = Self::empty();
+        // SAFETY: as for `info`.
+        let status = unsafe { (self.vt.list_tools)(&mut out) };
+        self.finish(status, out)
+    }
+
+    /// `call(name, args, meta)`.
+    pub fn call(&self, name: &str, args: &str, meta: &str) -> NativeOutcome {
+        let mut out = Self::empty();
+        // SAFETY: every pointer/length pair borrows a live `&str` for the call's duration.
+        let status = unsafe {
+            (self.vt.call)(
+                name.as_ptr(),
+                name.len(),
+                args.as_ptr(),
+                args.len(),
+                meta.as_ptr(),
+                meta.len(),
+                &mut out,
+            )
+        };
+        self.finish(status, out)
+    }
+
+    /// `describe(name)`.
+    pub fn describe(&self, name: &str) -> NativeOutcome {
+        let mut out = Self::empty();
+        // SAFETY: as for `call`.
+        let status = unsafe { (self.vt.describe)(name.as_ptr(), name.len(), &mut out) };
+        self.finish(status, out)
+    }
+}
+
+fn outcome_json(o: NativeOutcome) -> Value {
+    match o {
+        NativeOutcome::Ok(s) => json!({"status": "ok", "json": s}),
+        NativeOutcome::ToolError { kind, message } => {
+            json!({"status": "tool_error", "kind": kind, "message": message})
+        }
+        NativeOutcome::Panic(m) => json!({"status": "panic", "message": m}),
+        NativeOutcome::BadInput => json!({"status": "bad_input"}),
+        NativeOutcome::NotFound => json!({"status": "not_found"}),
+    }
+}
+
+fn outcome_from_json(v: &Value) -> NativeOutcome {
+    let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+    match v["status"].as_str() {
+        Some("ok") => NativeOutcome::Ok(s("json")),
+        Some("tool_error") => NativeOutcome::ToolError {
+            kind: s("kind"),
+            message: s("message"),
+        },
+        Some("bad_input") => NativeOutcome::BadInput,
+        Some("not_found") => NativeOutcome::NotFound,
+        _ => NativeOutcome::Panic(s("message")),
+    }
+}
+
+/// The helper process: `axp __plugin-host LIBRARY`. Loads the library, then answers one
+/// JSON-RPC request per stdin line (`info`, `list_tools`, `describe`, `call`) with one line on
+/// stdout, until stdin closes. Call it from `main` before any runtime or thread starts; `args`
+/// are the arguments after the program name (starting with `__plugin-host`).
+pub fn plugin_host_main(args: impl IntoIterator<Item = OsString>) -> ! {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let lib_path = match args.as_slice() {
+        [flag, lib] if flag == PLUGIN_HOST_ARG => PathBuf::from(lib),
+        [lib] => PathBuf::from(lib),
+        _ => {
+            eprintln!("usage: axp {PLUGIN_HOST_ARG} LIBRARY (internal: run by the gateway)");
+            std::process::exit(2);
+        }
+    };
+    let lib = match NativeLib::open(&lib_path) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(3);
+        }
+    };
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let reply = match serde_json::from_str::<Value>(&line) {
+            Ok(req) => {
+                let p = &req["params"];
+                let str_of = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+                let result = match req["method"].as_str() {
+                    Some("info") => Some(lib.info()),
+                    Some("list_tools") => Some(lib.list_tools()),
+                    Some("describe") => Some(lib.describe(&str_of("name"))),
+                    Some("call") => Some(lib.call(&str_of("name"), &str_of("args"), &str_of("meta"))),
+                    _ => None,
+                };
+                match result {
+                    Some(o) => json!({"jsonrpc": "2.0", "id": req["id"], "result": outcome_json(o)}),
+                    None => json!({"jsonrpc": "2.0", "id": req["id"], "error": RpcError::method_not_found(req["method"].as_str().unwrap_or(""))}),
+                }
+            }
+            Err(e) => json!({"jsonrpc": "2.0", "id": null, "error": RpcError::parse(e.to_string())}),
+        };
+        if writeln!(stdout, "{reply}").and_then(|()| stdout.flush()).is_err() {
+            break;
+        }
+    }
+    std::process::exit(0);
+}
+
+/// How to start the helper: `program args... LIBRARY`. The gateway passes its own executable
+/// and `["__plugin-host"]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HelperCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl HelperCommand {
+    /// This executable with `__plugin-host`: right for the `axp` binary.
+    pub fn current_exe() -> std::io::Result<Self> {
+        Ok(Self {
+            program: std::env::current_exe()?,
+            args: vec![PLUGIN_HOST_ARG.to_string()],
+        })
+    }
+}
+
+/// Configuration of one native plugin.
+#[derive(Debug, Clone)]
+pub struct DylibConfig {
+    pub id: String,
+    pub library: PathBuf,
+    pub helper: HelperCommand,
+    /// What the helper process may touch (the library's directory is added for reading).
+    pub policy: ProcessPolicy,
+    /// Load in the gateway's own process. A crash then takes the gateway down.
+    pub trusted: bool,
+    pub call_timeout: Duration,
+}
+
+struct Helper {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    next_id: u64,
+}
+
+enum Backend {
+    InProcess(NativeLib),
+    Helper {
+        launcher: Arc<dyn Launcher>,
+        // Calls are serialised per plugin: one helper answers one request at a time.
+        helper: tokio::sync::Mutex<Option<Helper>>,
+    },
+}
+
+/// A native plugin behind the [`Provider`] trait.
+pub struct DylibProvider {
+    id: ProviderId,
+    cfg: DylibConfig,
+    backend: Backend,
+    tools: Vec<ToolSpec>,
+    info: Value,
+    events: broadcast::Sender<ProviderEvent>,
+}
+
+impl std::fmt::Debug for DylibProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DylibProvider").field("id", &self.id).field("trusted", &self.cfg.trusted).finish()
+    }
+}
+
+impl DylibProvider {
+    /// Starts the helper (or loads in process when trusted) and lists the plugin's tools.
+    pub async fn new(cfg: DylibConfig, launcher: Arc<dyn Launcher>) -> Result<Self, ProviderError> {
+        let backend = if cfg.trusted {
+            let lib = NativeLib::open(&cfg.library).map_err(|e| ProviderError::Config(e.to_string()))?;
+            Backend::InProcess(lib)
+        } else {
+            Backend::Helper {
+                launcher,
+                helper: tokio::sync::Mutex::new(None),
+            }
+        };
+        let (events, _) = broadcast::channel(16);
+        let mut p = Self {
+            id: ProviderId(cfg.id.clone()),
+            cfg,
+            backend,
+            tools: Vec::new(),
+            info: Value::Null,
+            events,
+        };
+        let info = p.request("info", json!({}), "info").await?;
+        let NativeOutcome::Ok(info) = info else {
+            return Err(p.unavailable(format!("info() failed: {info:?}")));
+        };
+        p.info = serde_json::from_str(&info).unwrap_or(Value::Null);
+        let abi = p.info["abi"].as_str().unwrap_or_default();
+        if abi != crate::ABI_VERSION {
+            return Err(ProviderError::Config(format!(
+                "native plugin `{}` reports ABI {abi}, but this host speaks ABI {}",
+                p.id,
+                crate::ABI_VERSION
+            )));
+        }
+        let tools = p.request("list_tools", json!({}), "list_tools").await?;
+        let NativeOutcome::Ok(tools) = tools else {
+            return Err(p.unavailable(format!("list_tools() failed: {tools:?}")));
+        };
+        p.tools = serde_json::from_str(&tools)
+            .map_err(|e| ProviderError::Config(format!("list_tools returned invalid JSON: {e}")))?;
+        Ok(p)
+    }
+
+    /// What the plugin says about itself (`id`, `version`, `abi`, `description`).
+    pub fn info(&self) -> &Value {
+        &self.info
+    }
+
+    fn unavailable(&self, reason: String) -> ProviderError {
+        ProviderError::Unavailable {
+            provider: self.id.0.clone(),
+            reason,
+        }
+    }
+
+    async fn spawn_helper(&self, launcher: &dyn Launcher) -> Result<Helper, ProviderError> {
+        let mut policy = self.cfg.policy.clone();
+        if let Some(dir) = self.cfg.library.parent() {
+            policy.fs_read.push(dir.to_path_buf());
+        }
+        policy.fs_read.push(self.cfg.helper.program.clone());
+        let mut args = self.cfg.helper.args.clone();
+        args.push(self.cfg.library.to_string_lossy().into_owned());
+        let spec = ProcessSpec {
+            program: self.cfg.helper.program.to_string_lossy().into_owned(),
+            args,
+            env: Default::default(),
+            cwd: None,
+            policy,
+        };
+        let mut cmd = launcher.command(&spec)?;
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| ProviderError::io(format!("starting the plugin host for `{}`", self.id), e))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(self.unavailable("the plugin host has no stdio pipes".into()));
+        };
+        Ok(Helper {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout).lines(),
+            next_id: 1,
+        })
+    }
+
+    async fn request(&self, method: &str, params: Value, what: &str) -> Result<NativeOutcome, ProviderError> {
+        let (launcher, slot) = match &self.backend {
+            Backend::InProcess(lib) => {
+                let lib = *lib;
+                let method = method.to_string();
+                let p = params;
+                return tokio::task::spawn_blocking(move || {
+                    let s = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+                    match method.as_str() {
+                        "info" => lib.info(),
+                        "list_tools" => lib.list_tools(),
+                        _ => lib.call(&s("name"), &s("args"), &s("meta")),
+                    }
+                })
+                .await
+                .map_err(|e| ProviderError::Unavailable {
+                    provider: self.id.0.clone(),
+                    reason: format!("the in-process call failed: {e}"),
+                });
+            }
+            Backend::Helper { launcher, helper } => (launcher, helper),
+        };
+        let mut guard = slot.lock().await;
+        if guard.is_none() {
+            *guard = Some(self.spawn_helper(launcher.as_ref()).await?);
+        }
+        let Some(h) = guard.as_mut() else {
+            return Err(self.unavailable("the plugin host is not running".into()));
+        };
+        let id = h.next_id;
+        h.next_id += 1;
+        let line = format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let exchange = async {
+            h.stdin.write_all(line.as_bytes()).await?;
+            h.stdin.flush().await?;
+            h.stdout.next_line().await
+        };
+        let reply = tokio::time::timeout(self.cfg.call_timeout, exchange).await;
+        let reply = match reply {
+            Ok(Ok(Some(line))) => line,
+            Ok(Ok(None)) | Ok(Err(_)) => {
+                // The helper died: find out how, drop it, and start afresh next time.
+                let mut dead = guard.take();
+                let status = match dead.as_mut() {
+                    Some(h) => h.child.wait().await.ok(),
+                    None => None,
+                };
+                let how = status.map_or_else(|| "for an unknown reason".to_string(), describe_exit);
+                let reason = format!(
+                    "the plugin host process of `{}` exited {how} during `{what}`; the gateway is unaffected and a new host starts on the next call",
+                    self.id
+                );
+                let _ = self.events.send(ProviderEvent::Unavailable { reason: reason.clone() });
+                return Err(self.unavailable(reason));
+            }
+            Err(_) => {
+                if let Some(mut h) = guard.take() {
+                    let _ = h.child.kill().await;
+                }
+                return Err(ProviderError::Timeout {
+                    tool: what.to_string(),
+                    secs: self.cfg.call_timeout.as_secs().max(1),
+                });
+            }
+        };
+        let v: Value = serde_json::from_str(&reply)
+            .map_err(|e| self.unavailable(format!("the plugin host answered garbage: {e}")))?;
+        if let Some(err) = v.get("error") {
+            return Err(self.unavailable(format!("the plugin host refused `{method}`: {err}")));
+        }
+        Ok(outcome_from_json(&v["result"]))
+    }
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("with code {c}"),
+        (None, Some(11)) => "on signal 11 (SIGSEGV: it crashed)".to_string(),
+        (None, Some(s)) => format!("on signal {s}"),
+        _ => "abnormally".to_string(),
+    }
+}
+
+#[async_trait]
+impl Provider for DylibProvider {
+    fn id(&self) -> &ProviderId {
+        &self.id
+    }
+
+    async fn tools(&self) -> Result<Vec<ToolSpec>, ProviderError> {
+        Ok(self.tools.clone())
+    }
+
+    async fn call(&self, call: ToolCall, _sink: JobSink, cancel: CancellationToken) -> Result<ToolOutput, ProviderError> {
+        if !self.tools.iter().any(|t| t.name == call.tool) {
+            return Err(ProviderError::UnknownTool(call.tool));
+        }
+        let params = json!({
+            "name": call.tool,
+            "args": Value::Object(call.arguments.clone()).to_string(),
+            "meta": call.meta.as_ref().map_or_else(|| "null".to_string(), |m| m.to_string()),
+        });
+        let outcome = tokio::select! {
+            r = self.request("call", params, &call.tool) => r?,
+            () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+        };
+        match outcome {
+            NativeOutcome::Ok(json) => Ok(to_tool_output(&json)),
+            NativeOutcome::ToolError { kind, message } => match kind.as_str() {
+                "invalid-arguments" => Err(ProviderError::InvalidArguments(message)),
+                "unknown-tool" => Err(ProviderError::UnknownTool(call.tool)),
+                _ => Ok(ToolOutput::error_text(message)),
+            },
+            NativeOutcome::Panic(m) => Err(ProviderError::Upstream(RpcError::new(
+                RpcCode::InternalError,
+                format!("native plugin `{}` panicked in `{}`: {m}", self.id, call.tool),
+            ))),
+            NativeOutcome::BadInput => Err(ProviderError::InvalidArguments(
+                "the plugin could not read the arguments".into(),
+            )),
+            NativeOutcome::NotFound => Err(ProviderError::UnknownTool(call.tool)),
+        }
+    }
+
+    fn events(&self) -> Option<broadcast::Receiver<ProviderEvent>> {
+        Some(self.events.subscribe())
+    }
+
+    async fn shutdown(&self) -> Result<(), ProviderError> {
+        if let Backend::Helper { helper, .. } = &self.backend
+            && let Some(mut h) = helper.lock().await.take()
+        {
+            let _ = h.child.kill().await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,692 @@
+//! The `wasm` provider: WASM components targeting `axp:provider@0.1.0`, run in wasmtime. This
+//! file owns the engine (pooling allocator, epoch ticker), the per-call store (memory limiter,
+//! epoch deadline, an empty WASI context) and the outbound-HTTP filter. It must not grant a
+//! plugin anything its manifest does not: no preopened directories, no environment, no sockets
+//! (the `wasi:sockets`/`wasi:filesystem`/`wasi:cli` interfaces are linked only because Rust's
+//! standard library imports them; their context grants nothing), HTTP only to granted domains.
+//!
+//! Every call gets a fresh instance from one pre-instantiated [`bindings::AxpProviderPre`], so
+//! concurrent calls never share state or wait on a lock; a semaphore bounds them to the pool size.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use axp_protocol::{ErrorCode as RpcCode, RpcError, ToolCall, ToolOutput, ToolSpec};
+use axp_providers::{CancellationToken, JobSink, Provider, ProviderError, ProviderId};
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
+    UpdateDeadline,
+};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::bindings::http::types::ErrorCode as HttpErrorCode;
+use wasmtime_wasi_http::body::HyperOutgoingBody;
+use wasmtime_wasi_http::types::{HostFutureIncomingResponse, IncomingResponse, OutgoingRequestConfig};
+use wasmtime_wasi_http::{HttpResult, WasiHttpCtx, WasiHttpView};
+
+use crate::manifest::{ABI_VERSION, Capabilities, net_allows};
+use crate::output::to_tool_output;
+
+/// Host bindings generated from the WIT world in `plugins/wit`. The WASI interfaces reuse
+/// wasmtime-wasi's and wasmtime-wasi-http's implementations.
+#[allow(missing_docs, unreachable_pub, clippy::all)]
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../plugins/wit/axp-provider@0.1.0",
+        world: "axp-provider",
+        exports: { default: async },
+        with: {
+            "wasi:io": wasmtime_wasi::p2::bindings::io,
+            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+            "wasi:random": wasmtime_wasi::p2::bindings::random,
+            "wasi:http": wasmtime_wasi_http::bindings::http,
+        },
+    });
+}
+
+use bindings::axp::provider::host::Level;
+use bindings::axp::provider::types::{ErrorKind, ToolError};
+
+/// The epoch tick: deadlines are checked (and long calls yield to other tasks) this often.
+const TICK: Duration = Duration::from_millis(5);
+
+/// Limits applied to every call.
+#[derive(Debug, Clone)]
+pub struct WasmLimits {
+    /// Largest linear memory one instance may grow to.
+    pub memory_bytes: usize,
+    /// Wall-clock deadline of one call (instantiate + run), enforced by epoch interruption.
+    pub call_timeout: Duration,
+    /// How many instances may exist at once (the pooling allocator's size).
+    pub max_instances: u32,
+}
+
+impl Default for WasmLimits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 64 << 20,
+            call_timeout: Duration::from_secs(30),
+            max_instances: 256,
+        }
+    }
+}
+
+/// Why a WASM plugin could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum WasmError {
+    /// The engine could not be created (e.g. the pool could not reserve memory).
+    #[error("cannot start the WASM engine: {0:#}")]
+    Engine(anyhow::Error),
+    /// The bytes are not a valid component, or compiling it failed.
+    #[error("cannot compile the component: {0:#}")]
+    Compile(anyhow::Error),
+    /// The component targets another version of the plugin ABI.
+    #[error(
+        "the component was built for plugin ABI {found}, but this host speaks ABI {expected}; \
+         hint: rebuild it against plugins/wit/axp-provider@{expected}"
+    )]
+    AbiMismatch { found: String, expected: String },
+    /// The component does not export the `axp:provider/plugin` interface at all.
+    #[error("not an AXP plugin: the component exports no `axp:provider/plugin` (it exports: {0})")]
+    NotAPlugin(String),
+    /// The component imports something this host does not provide.
+    #[error("the component needs imports this host does not provide: {0:#}")]
+    Link(anyhow::Error),
+    /// Instantiating or asking the plugin for its info and tools failed.
+    #[error("the plugin failed while listing its tools: {0}")]
+    Probe(String),
+}
+
+/// One wasmtime engine with its pooling allocator and epoch ticker, shared by every WASM
+/// plugin of a process. Cheap to clone.
+#[derive(Clone)]
+pub struct WasmRuntime {
+    inner: Arc<RuntimeInner>,
+}
+
+impl std::fmt::Debug for WasmRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmRuntime").field("limits", &self.inner.limits).finish()
+    }
+}
+
+struct RuntimeInner {
+    engine: Engine,
+    linker: Linker<HostState>,
+    limits: WasmLimits,
+    slots: tokio::sync::Semaphore,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for RuntimeInner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl WasmRuntime {
+    /// Creates the engine and starts its epoch ticker thread.
+    pub fn new(limits: WasmLimits) -> Result<Self, WasmError> {
+        let mut pool = PoolingAllocationConfig::default();
+        let n = limits.max_instances.max(1);
+        pool.total_component_instances(n)
+            // A Rust component has a few core instances (main module, shims); allow headroom.
+            .total_core_instances(n * 4)
+            .total_memories(n * 2)
+            .total_tables(n * 4)
+            .max_memory_size(limits.memory_bytes);
+        let mut config = Config::new();
+        config
+            .async_support(true)
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(WasmError::Engine)?;
+        let mut linker: Linker<HostState> = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(WasmError::Engine)?;
+        wasmtime_wasi_http::add_only_http_to_linker_async(&mut linker)
+            .map_err(WasmError::Engine)?;
+        bindings::axp::provider::host::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(WasmError::Engine)?;
+        bindings::axp::provider::types::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(WasmError::Engine)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let engine = engine.clone();
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("axp-wasm-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(TICK);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| WasmError::Engine(e.into()))?;
+        }
+        Ok(Self {
+            inner: Arc::new(RuntimeInner {
+                engine,
+                linker,
+                slots: tokio::sync::Semaphore::new(n as usize),
+                limits,
+                stop,
+            }),
+        })
+    }
+
+    /// The engine, for compiling.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &WasmLimits {
+        &self.inner.limits
+    }
+
+    /// Compiles a component and checks that it speaks this host's ABI.
+    pub fn compile(&self, bytes: &[u8]) -> Result<Component, WasmError> {
+        let component = Component::from_binary(&self.inner.engine, bytes).map_err(WasmError::Compile)?;
+        let wanted = format!("axp:provider/plugin@{ABI_VERSION}");
+        let ty = component.component_type();
+        let exports: Vec<String> = ty
+            .exports(&self.inner.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        if !exports.iter().any(|e| *e == wanted) {
+            if let Some(found) = exports
+                .iter()
+                .find_map(|e| e.strip_prefix("axp:provider/plugin@"))
+            {
+                return Err(WasmError::AbiMismatch {
+                    found: found.to_string(),
+                    expected: ABI_VERSION.to_string(),
+                });
+            }
+            return Err(WasmError::NotAPlugin(exports.join(", ")));
+        }
+        Ok(component)
+    }
+}
+
+/// What one plugin is allowed, fixed when it is loaded.
+#[derive(Debug, Clone, Default)]
+pub struct WasmGrants {
+    /// Domains reachable over HTTP (the manifest's `net`).
+    pub net: Vec<String>,
+    /// Secret values by name: only names the manifest declares are ever looked up.
+    pub secrets: BTreeMap<String, String>,
+    /// Test and pinning hook: connect to this address instead of resolving the host name. The
+    /// allowlist check still applies to the name the plugin asked for.
+    pub resolve_override: HashMap<String, SocketAddr>,
+}
+
+impl WasmGrants {
+    /// The grants of a manifest's capabilities, with secrets taken from `secret_source` for the
+    /// declared names only.
+    pub fn from_capabilities(
+        caps: &Capabilities,
+        secret_source: &dyn Fn(&str) -> Option<String>,
+    ) -> Self {
+        Self {
+            net: caps.net.clone(),
+            secrets: caps
+                .secrets
+                .iter()
+                .filter_map(|n| secret_source(n).map(|v| (n.clone(), v)))
+                .collect(),
+            resolve_override: HashMap::new(),
+        }
+    }
+}
+
+struct Shared {
+    id: String,
+    grants: WasmGrants,
+}
+
+/// Per-call store data.
+struct HostState {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    table: ResourceTable,
+    limiter: MemLimiter,
+    shared: Arc<Shared>,
+    timed_out: bool,
+}
+
+/// Refuses memory growth past the limit and remembers that it did, so the error can say so.
+/// (wasmtime's `StoreLimits` refuses too but does not tell us afterwards which limit was hit.)
+struct MemLimiter {
+    max: usize,
+    hit: bool,
+}
+
+impl ResourceLimiter for MemLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> anyhow::Result<bool> {
+        if desired > self.max {
+            self.hit = true;
+            anyhow::bail!("memory limit of {} bytes reached", self.max);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> anyhow::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn ctx(&mut self) -> &mut WasiHttpCtx {
+        &mut self.http
+    }
+
+    fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+
+    /// The egress filter: every request's host is checked against the manifest's `net` grants
+    /// before any connection is made.
+    fn send_request(
+        &mut self,
+        request: hyper::Request<HyperOutgoingBody>,
+        config: OutgoingRequestConfig,
+    ) -> HttpResult<HostFutureIncomingResponse> {
+        let Some(host) = request.uri().host().map(str::to_string) else {
+            return Err(HttpErrorCode::HttpRequestUriInvalid.into());
+        };
+        let port = request
+            .uri()
+            .port_u16()
+            .unwrap_or(if config.use_tls { 443 } else { 80 });
+        if !net_allows(&self.shared.grants.net, &host, port) {
+            tracing::warn!(plugin = %self.shared.id, %host, port, "plugin HTTP request denied: domain not granted");
+            return Err(HttpErrorCode::HttpRequestDenied.into());
+        }
+        if config.use_tls {
+            // Limitation: TLS from plugins is not built yet (it should go through the egress
+            // proxy's CONNECT path); refuse clearly rather than send in clear text.
+            return Err(HttpErrorCode::InternalError(Some(
+                "HTTPS from WASM plugins is not supported by this host yet".into(),
+            ))
+            .into());
+        }
+        let target = self
+            .shared
+            .grants
+            .resolve_override
+            .get(&host.to_ascii_lowercase())
+            .map(|a| SocketAddr::new(a.ip(), port).to_string())
+            .unwrap_or_else(|| format!("{host}:{port}"));
+        tracing::debug!(plugin = %self.shared.id, %host, port, "plugin HTTP request allowed");
+        let handle = wasmtime_wasi::runtime::spawn(async move {
+            Ok(send_plain(request, target, config).await)
+        });
+        Ok(HostFutureIncomingResponse::pending(handle))
+    }
+}
+
+/// Sends one plain-HTTP/1.1 request to `target` (an address, already allowed). Follows
+/// wasmtime-wasi-http's default sender, minus TLS and plus the resolver override.
+async fn send_plain(
+    mut request: hyper::Request<HyperOutgoingBody>,
+    target: String,
+    config: OutgoingRequestConfig,
+) -> Result<IncomingResponse, HttpErrorCode> {
+    use http_body_util::BodyExt;
+    use tokio::time::timeout;
+    let tcp = timeout(config.connect_timeout, tokio::net::TcpStream::connect(&target))
+        .await
+        .map_err(|_| HttpErrorCode::ConnectionTimeout)?
+        .map_err(|_| HttpErrorCode::ConnectionRefused)?;
+    let (mut sender, conn) = timeout(
+        config.connect_timeout,
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)),
+    )
+    .await
+    .map_err(|_| HttpErrorCode::ConnectionTimeout)?
+    .map_err(wasmtime_wasi_http::hyper_request_error)?;
+    let worker = wasmtime_wasi::runtime::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!("plugin HTTP connection ended: {e}");
+        }
+    });
+    // The request line carries only the path; the Host header keeps the name.
+    let authority = request.uri().authority().map(|a| a.to_string());
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/".to_string(), |p| p.as_str().to_string());
+    *request.uri_mut() = path
+        .parse()
+        .map_err(|_| HttpErrorCode::HttpRequestUriInvalid)?;
+    if let Some(a) = authority
+        && !request.headers().contains_key(http::header::HOST)
+        && let Ok(v) = http::HeaderValue::from_str(&a)
+    {
+        request.headers_mut().insert(http::header::HOST, v);
+    }
+    let resp = timeout(config.first_byte_timeout, sender.send_request(request))
+        .await
+        .map_err(|_| HttpErrorCode::ConnectionReadTimeout)?
+        .map_err(wasmtime_wasi_http::hyper_request_error)?
+        .map(|body| body.map_err(wasmtime_wasi_http::hyper_request_error).boxed());
+    Ok(IncomingResponse {
+        resp,
+        worker: Some(worker),
+        between_bytes_timeout: config.between_bytes_timeout,
+    })
+}
+
+impl bindings::axp::provider::types::Host for HostState {}
+
+impl bindings::axp::provider::host::Host for HostState {
+    fn log(&mut self, level: Level, message: String) {
+        let id = &self.shared.id;
+        match level {
+            Level::Trace => tracing::trace!(plugin = %id, "{message}"),
+            Level::Debug => tracing::debug!(plugin = %id, "{message}"),
+            Level::Info => tracing::info!(plugin = %id, "{message}"),
+            Level::Warn => tracing::warn!(plugin = %id, "{message}"),
+            Level::Error => tracing::error!(plugin = %id, "{message}"),
+        }
+    }
+
+    fn secret(&mut self, name: String) -> Option<String> {
+        self.shared.grants.secrets.get(&name).cloned()
+    }
+}
+
+/// A compiled, linked plugin: instantiate it as often as needed.
+#[derive(Clone)]
+pub struct WasmPlugin {
+    runtime: WasmRuntime,
+    pre: bindings::AxpProviderPre<HostState>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for WasmPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmPlugin").field("id", &self.shared.id).finish()
+    }
+}
+
+/// What the plugin says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginInfo {
+    pub id: String,
+    pub version: String,
+    pub abi: String,
+    pub description: String,
+}
+
+/// The outcome of one raw call.
+enum CallOutcome {
+    Ok(Result<String, ToolError>),
+    Trap {
+        message: String,
+        timed_out: bool,
+        memory: bool,
+    },
+}
+
+impl WasmPlugin {
+    /// Compiles and links `bytes`; fails if the component needs imports the host lacks.
+    pub fn load(
+        runtime: &WasmRuntime,
+        id: &str,
+        bytes: &[u8],
+        grants: WasmGrants,
+    ) -> Result<Self, WasmError> {
+        let component = runtime.compile(bytes)?;
+        let pre = runtime
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(WasmError::Link)?;
+        let pre = bindings::AxpProviderPre::new(pre).map_err(WasmError::Link)?;
+        Ok(Self {
+            runtime: runtime.clone(),
+            pre,
+            shared: Arc::new(Shared {
+                id: id.to_string(),
+                grants,
+            }),
+        })
+    }
+
+    fn store(&self) -> Store<HostState> {
+        let limits = &self.runtime.inner.limits;
+        // An empty context: no args, no env, no preopens, no sockets, no name lookups.
+        let wasi = WasiCtx::builder().allow_ip_name_lookup(false).allow_tcp(false).allow_udp(false).build();
+        let state = HostState {
+            wasi,
+            http: WasiHttpCtx::new(),
+            table: ResourceTable::new(),
+            limiter: MemLimiter {
+                max: limits.memory_bytes,
+                hit: false,
+            },
+            shared: self.shared.clone(),
+            timed_out: false,
+        };
+        let mut store = Store::new(&self.runtime.inner.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        let deadline = Instant::now() + limits.call_timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |mut ctx| {
+            if Instant::now() >= deadline {
+                ctx.data_mut().timed_out = true;
+                anyhow::bail!("the call's deadline passed");
+            }
+            // Yield so that other calls on this runtime's threads make progress.
+            Ok(UpdateDeadline::Yield(1))
+        });
+        store
+    }
+
+    /// Instantiates once and asks the plugin who it is and what tools it has; checks the ABI
+    /// version it reports.
+    pub async fn probe(&self) -> Result<(PluginInfo, Vec<ToolSpec>), WasmError> {
+        let _slot = self.runtime.inner.slots.acquire().await;
+        let mut store = self.store();
+        let inst = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| WasmError::Probe(format!("{e:#}")))?;
+        let plugin = inst.axp_provider_plugin();
+        let info = plugin
+            .call_info(&mut store)
+            .await
+            .map_err(|e| WasmError::Probe(format!("info: {e:#}")))?;
+        if info.abi != ABI_VERSION {
+            return Err(WasmError::AbiMismatch {
+                found: info.abi,
+                expected: ABI_VERSION.into(),
+            });
+        }
+        let tools = plugin
+            .call_list_tools(&mut store)
+            .await
+            .map_err(|e| WasmError::Probe(format!("list-tools: {e:#}")))?;
+        let tools: Vec<ToolSpec> = serde_json::from_str(&tools)
+            .map_err(|e| WasmError::Probe(format!("list-tools returned invalid JSON: {e}")))?;
+        Ok((
+            PluginInfo {
+                id: info.id,
+                version: info.version,
+                abi: info.abi,
+                description: info.description,
+            },
+            tools,
+        ))
+    }
+
+    /// Instantiates the plugin once without calling it (for the benchmark).
+    pub async fn instantiate_only(&self) -> Result<(), WasmError> {
+        let _slot = self.runtime.inner.slots.acquire().await;
+        let mut store = self.store();
+        self.pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| WasmError::Probe(format!("{e:#}")))?;
+        Ok(())
+    }
+
+    async fn raw_call(&self, name: &str, args: &str, meta: &str) -> Result<CallOutcome, ProviderError> {
+        let _slot = self.runtime.inner.slots.acquire().await.map_err(|_| ProviderError::Unavailable {
+            provider: self.shared.id.clone(),
+            reason: "the WASM runtime is shutting down".into(),
+        })?;
+        let mut store = self.store();
+        let result = async {
+            let inst = self.pre.instantiate_async(&mut store).await?;
+            inst.axp_provider_plugin()
+                .call_call(&mut store, name, args, meta)
+                .await
+        }
+        .await;
+        Ok(match result {
+            Ok(r) => CallOutcome::Ok(r),
+            Err(e) => CallOutcome::Trap {
+                message: format!("{e:#}"),
+                timed_out: store.data().timed_out,
+                memory: store.data().limiter.hit,
+            },
+        })
+    }
+
+    /// One call, mapped to the provider contract.
+    pub async fn call(&self, call: &ToolCall) -> Result<ToolOutput, ProviderError> {
+        let args = serde_json::Value::Object(call.arguments.clone()).to_string();
+        let meta = call
+            .meta
+            .as_ref()
+            .map_or_else(|| "null".to_string(), |m| m.to_string());
+        let id = &self.shared.id;
+        let limits = &self.runtime.inner.limits;
+        match self.raw_call(&call.tool, &args, &meta).await? {
+            CallOutcome::Ok(Ok(json)) => Ok(to_tool_output(&json)),
+            CallOutcome::Ok(Err(e)) => match e.kind {
+                ErrorKind::InvalidArguments => Err(ProviderError::InvalidArguments(e.message)),
+                ErrorKind::UnknownTool => Err(ProviderError::UnknownTool(call.tool.clone())),
+                ErrorKind::Denied | ErrorKind::Failed => Ok(ToolOutput::error_text(e.message)),
+            },
+            CallOutcome::Trap { timed_out: true, .. } => Err(ProviderError::Timeout {
+                tool: call.tool.clone(),
+                secs: limits.call_timeout.as_secs().max(1),
+            }),
+            CallOutcome::Trap { memory: true, .. } => Err(ProviderError::Upstream(RpcError::new(
+                RpcCode::LimitExceeded,
+                format!(
+                    "plugin `{id}` was stopped in `{}`: it tried to use more than its memory limit of {} MiB",
+                    call.tool,
+                    limits.memory_bytes >> 20
+                ),
+            ))),
+            CallOutcome::Trap { message, .. } => Err(ProviderError::Upstream(RpcError::new(
+                RpcCode::InternalError,
+                format!("plugin `{id}` crashed (trapped) in `{}`: {message}", call.tool),
+            ))),
+        }
+    }
+}
+
+/// A WASM plugin behind the [`Provider`] trait.
+pub struct WasmProvider {
+    id: ProviderId,
+    plugin: WasmPlugin,
+    info: PluginInfo,
+    tools: Vec<ToolSpec>,
+}
+
+impl std::fmt::Debug for WasmProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmProvider").field("id", &self.id).finish()
+    }
+}
+
+impl WasmProvider {
+    /// Compiles, links and probes a plugin (instantiating it once to list its tools).
+    pub async fn new(
+        runtime: &WasmRuntime,
+        id: &str,
+        bytes: &[u8],
+        grants: WasmGrants,
+    ) -> Result<Self, WasmError> {
+        let plugin = WasmPlugin::load(runtime, id, bytes, grants)?;
+        let (info, tools) = plugin.probe().await?;
+        Ok(Self {
+            id: ProviderId(id.to_string()),
+            plugin,
+            info,
+            tools,
+        })
+    }
+
+    /// What the plugin reported about itself.
+    pub fn info(&self) -> &PluginInfo {
+        &self.info
+    }
+
+    /// The underlying plugin (for benchmarks).
+    pub fn plugin(&self) -> &WasmPlugin {
+        &self.plugin
+    }
+}
+
+#[async_trait]
+impl Provider for WasmProvider {
+    fn id(&self) -> &ProviderId {
+        &self.id
+    }
+
+    async fn tools(&self) -> Result<Vec<ToolSpec>, ProviderError> {
+        Ok(self.tools.clone())
+    }
+
+    async fn call(
+        &self,
+        call: ToolCall,
+        _sink: JobSink,
+        cancel: CancellationToken,
+    ) -> Result<ToolOutput, ProviderError> {
+        if !self.tools.iter().any(|t| t.name == call.tool) {
+            return Err(ProviderError::UnknownTool(call.tool));
+        }
+        // Dropping the call's future drops its store: the instance is gone at once.
+        tokio::select! {
+            r = self.plugin.call(&call) => r,
+            () = cancel.cancelled() => Err(ProviderError::Cancelled),
+        }
+    }
+
+    async fn shutdown(&self) -> Result<(), ProviderError> {
+        Ok(())
+    }
+}

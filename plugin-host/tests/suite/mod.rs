@@ -1,0 +1,6 @@
+//! Test modules and their shared helpers.
+
+mod common;
+mod install;
+mod native;
+mod wasm;

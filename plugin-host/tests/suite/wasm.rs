@@ -1,0 +1,156 @@
+//! The WASM provider with real components: deadline, memory limit, traps, HTTP allowlist
+//! against a real server on loopback, and 100 concurrent calls.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axp_plugin_host::{WasmGrants, WasmProvider};
+use axp_protocol::{ErrorCode, ToolCall, ToolOutput};
+use axp_providers::{CancellationToken, NullSink, Provider, ProviderError};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::common::*;
+
+async fn provider(name: &str, grants: WasmGrants) -> WasmProvider {
+    let bytes = std::fs::read(dist(name).join(format!("{name}.wasm"))).unwrap();
+    let runtime = axp_plugin_host::WasmRuntime::new(limits()).unwrap();
+    WasmProvider::new(&runtime, name, &bytes, grants).await.unwrap()
+}
+
+async fn call(p: &dyn Provider, tool: &str, a: serde_json::Value) -> Result<ToolOutput, ProviderError> {
+    p.call(
+        ToolCall { tool: tool.into(), arguments: args(a), meta: None },
+        Arc::new(NullSink),
+        CancellationToken::new(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn infinite_loop_is_stopped_at_its_deadline() {
+    let p = provider("hostile", WasmGrants::default()).await;
+    let t = Instant::now();
+    let err = call(&p, "spin", json!({})).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Timeout { .. }), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(5), "took {:?}", t.elapsed());
+    // The plugin still serves other calls.
+    let err = call(&p, "nope", json!({})).await.unwrap_err();
+    assert!(matches!(err, ProviderError::UnknownTool(_)), "{err}");
+}
+
+#[tokio::test]
+async fn unbounded_allocation_is_stopped_at_its_memory_limit() {
+    let p = provider("hostile", WasmGrants::default()).await;
+    let err = call(&p, "hog", json!({})).await.unwrap_err();
+    let ProviderError::Upstream(e) = &err else { panic!("{err}") };
+    assert_eq!(e.kind(), Some(ErrorCode::LimitExceeded), "{err}");
+    assert!(e.reason().contains("memory limit of 32 MiB"), "{}", e.reason());
+}
+
+#[tokio::test]
+async fn a_panic_is_a_trap_reported_as_a_crash() {
+    let p = provider("hostile", WasmGrants::default()).await;
+    let err = call(&p, "boom", json!({})).await.unwrap_err();
+    let ProviderError::Upstream(e) = &err else { panic!("{err}") };
+    assert!(e.reason().contains("crashed (trapped) in `boom`"), "{}", e.reason());
+    // A fresh instance per call: the next call is unaffected.
+    let err = call(&p, "hog", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("upstream"), "{err}");
+}
+
+#[tokio::test]
+async fn hundred_concurrent_calls_all_succeed() {
+    let p = Arc::new(provider("hello", WasmGrants::default()).await);
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..100 {
+        let p = p.clone();
+        set.spawn(async move {
+            let out = call(p.as_ref(), "echo", json!({"message": format!("m{i}")})).await.unwrap();
+            assert_eq!(out.structured_content, Some(json!({"message": format!("m{i}")})));
+        });
+    }
+    let mut n = 0;
+    while let Some(r) = set.join_next().await {
+        r.unwrap();
+        n += 1;
+    }
+    assert_eq!(n, 100);
+}
+
+/// A one-shot HTTP/1.1 server on 127.0.0.1 that answers every request with a fixed body and
+/// reports the Host header it saw.
+async fn http_server() -> (u16, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&buf).to_string();
+            let host = head
+                .lines()
+                .find_map(|l| l.strip_prefix("host: ").or_else(|| l.strip_prefix("Host: ")))
+                .unwrap_or_default()
+                .to_string();
+            let _ = tx.send(host);
+            let body = "hello from the test server";
+            let resp = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+            let _ = s.write_all(resp.as_bytes()).await;
+        }
+    });
+    (port, rx)
+}
+
+#[tokio::test]
+async fn http_is_allowed_only_to_granted_domains() {
+    let (port, mut seen) = http_server().await;
+    let mut grants = WasmGrants { net: vec!["api.example.test".into()], ..Default::default() };
+    grants
+        .resolve_override
+        .insert("api.example.test".into(), format!("127.0.0.1:{port}").parse().unwrap());
+    grants
+        .resolve_override
+        .insert("evil.example.test".into(), format!("127.0.0.1:{port}").parse().unwrap());
+    let p = provider("hello", grants).await;
+
+    let out = call(&p, "fetch", json!({"url": format!("http://api.example.test:{port}/x")})).await.unwrap();
+    assert!(!out.is_error, "{out:?}");
+    let v = out.structured_content.unwrap();
+    assert_eq!(v["status"], 200);
+    assert_eq!(v["body"], "hello from the test server");
+    assert_eq!(seen.recv().await.unwrap(), format!("api.example.test:{port}"));
+
+    // Not granted: refused before any connection (the server sees nothing).
+    let out = call(&p, "fetch", json!({"url": format!("http://evil.example.test:{port}/x")})).await.unwrap();
+    assert!(out.is_error, "{out:?}");
+    assert!(out.joined_text().contains("HttpRequestDenied"), "{}", out.joined_text());
+    let out = call(&p, "fetch", json!({"url": format!("http://127.0.0.1:{port}/x")})).await.unwrap();
+    assert!(out.is_error && out.joined_text().contains("HttpRequestDenied"), "{out:?}");
+    assert!(seen.try_recv().is_err(), "a denied request reached the server");
+}
+
+#[tokio::test]
+async fn cancellation_drops_the_instance() {
+    let p = provider("hostile", WasmGrants::default()).await;
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        c2.cancel();
+    });
+    let t = Instant::now();
+    let err = p
+        .call(ToolCall { tool: "spin".into(), arguments: Default::default(), meta: None }, Arc::new(NullSink), cancel)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Cancelled), "{err}");
+    assert!(t.elapsed() < Duration::from_millis(400), "{:?}", t.elapsed());
+}
