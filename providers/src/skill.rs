@@ -21,7 +21,15 @@
 //! skipped; at most [`MAX_FILES`] files, [`MAX_DEPTH`] levels). A symbolic link is listed only
 //! when it resolves to a file inside the skill folder; links to directories are not followed.
 //! A file is a *script* when its extension names an interpreter (`.py`, `.sh`, `.bash`, `.js`,
-//! `.mjs`, `.cjs`), when it starts with `#!`, or when it is executable.
+//! `.mjs`, `.cjs`), when it starts with `#!`, or when it is executable. A call with `{read}`
+//! returns one bundled non-script file as text (at most [`MAX_READ_BYTES`]), so the references a
+//! procedure points to (`reference.md`) are reachable without any filesystem grant.
+//!
+//! Limits: the containment check runs when the call starts; a writer who can change the skill
+//! folder between that check and `execve` could still swap the file. Skill folders are operator
+//! territory (mounted read-only into every sandbox), and the sandbox, not this check, is what
+//! confines a running script. `allowed-tools` is kept as information only: the session's
+//! capability token decides what may be called.
 
 use std::collections::BTreeMap;
 use std::io::Read;
