@@ -86,10 +86,10 @@ impl Admission {
                 }
             }
         }
-        if !pinned.is_empty() {
-            if let Err(e) = self.save(&lock) {
-                tracing::error!(error = %e, "cannot write the lockfile");
-            }
+        if !pinned.is_empty()
+            && let Err(e) = self.save(&lock)
+        {
+            tracing::error!(error = %e, "cannot write the lockfile");
         }
         Admitted {
             publish,

@@ -105,6 +105,9 @@ pub struct ServeArgs {
     /// The workspace sessions are bound to [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// A skill folder, or a folder of skill folders (Agent Skills format). Repeatable.
+    #[arg(long = "skills", value_name = "DIR")]
+    pub skills: Vec<PathBuf>,
     /// Do not mount the built-in file and command tools.
     #[arg(long)]
     pub no_builtin: bool,

@@ -493,8 +493,14 @@ impl Gateway {
             ));
         }
         self.registry.validate(&resolved.entry, &Value::Object(arguments.clone()))?;
-        let (job, _) =
-            self.jobs.start(&s.id, "tool", spec, idempotency_key, timeout, Work::Tool { resolved, arguments })?;
+        let (job, _) = self.jobs.start(
+            &s.id,
+            "tool",
+            spec,
+            idempotency_key,
+            timeout,
+            Work::Tool { resolved: Box::new(resolved), arguments, cwd: Some(s.workspace.clone()) },
+        )?;
         Ok(job)
     }
 

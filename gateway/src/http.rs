@@ -237,10 +237,8 @@ async fn get_stream(State(st): State<AppState>, headers: HeaderMap) -> HttpRespo
         tokio::spawn(async move {
             let from_mcp = job.spec.get("origin").and_then(Value::as_str) == Some("mcp");
             replay(&gw, &job, seq + 1, &tx, from_mcp).await;
-            if from_mcp {
-                if let Some(resp) = gw.final_response(&job).await {
-                    let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() });
-                }
+            if from_mcp && let Some(resp) = gw.final_response(&job).await {
+                let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() });
             }
         });
         return sse(UnboundedReceiverStream::new(rx));

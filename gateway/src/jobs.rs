@@ -24,8 +24,16 @@ use crate::util::{Utf8Chunker, internal, now_ms};
 
 /// What a job runs.
 pub enum Work {
-    Tool { resolved: Resolved, arguments: serde_json::Map<String, Value> },
-    Command { spec: ProcessSpec, launcher: Arc<dyn Launcher> },
+    /// `cwd` is the session's workspace, passed to providers that run scripts there (skills).
+    Tool {
+        resolved: Box<Resolved>,
+        arguments: serde_json::Map<String, Value>,
+        cwd: Option<PathBuf>,
+    },
+    Command {
+        spec: ProcessSpec,
+        launcher: Arc<dyn Launcher>,
+    },
 }
 
 /// A running job's handles. Dropped when the job ends.
@@ -151,8 +159,8 @@ impl Jobs {
                 });
             }
             let exit = match work {
-                Work::Tool { resolved, arguments } => {
-                    run_tool(resolved, arguments, &job_id, sink.clone(), live.clone(), cancel).await
+                Work::Tool { resolved, arguments, cwd } => {
+                    run_tool(*resolved, arguments, cwd, &job_id, sink.clone(), live.clone(), cancel).await
                 }
                 Work::Command { spec, launcher } => {
                     run_command(spec, launcher, sink.clone(), live.clone(), cancel).await
@@ -331,12 +339,17 @@ pub fn provider_error_to_rpc(e: &ProviderError) -> RpcError {
 async fn run_tool(
     resolved: Resolved,
     arguments: serde_json::Map<String, Value>,
+    cwd: Option<PathBuf>,
     job_id: &str,
     sink: Arc<LogSink>,
     live: Arc<Live>,
     cancel: CancellationToken,
 ) -> JobEventKind {
-    let call = ToolCall { tool: resolved.entry.spec.name.clone(), arguments, meta: Some(json!({"job_id": job_id})) };
+    let call = ToolCall {
+        tool: resolved.entry.spec.name.clone(),
+        arguments,
+        meta: Some(json!({"job_id": job_id, "cwd": cwd})),
+    };
     let result = resolved.provider.call(call, sink.clone(), cancel.clone()).await;
     match result {
         Ok(output) => {

@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use axp_providers::bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOptions};
 use axp_providers::cli::{CliProvider, CliToolConfig};
 use axp_providers::mcp::{McpConfig, McpProvider, McpTransport, RestartPolicy};
+use axp_providers::skill::{SkillDirsConfig, SkillProvider};
 use axp_providers::{Launcher, ProcessPolicy, ProcessSpec, ProviderId};
 use serde_json::json;
 
@@ -22,13 +23,10 @@ use crate::registry::Mount;
 /// The environment a provider process starts from: a fixed PATH and locale, plus the host
 /// variables its config names (`sandbox.env`), plus its own `env`. Nothing else leaks in.
 fn provider_env(block: &SandboxBlock, own: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let mut env: BTreeMap<String, String> = [
-        ("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())),
-        ("LANG", "C.UTF-8".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    let mut env: BTreeMap<String, String> = [("PATH", sandbox_path()), ("LANG", "C.UTF-8".to_string())]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     if let Ok(home) = std::env::var("HOME") {
         env.insert("HOME".into(), home);
     }
@@ -39,6 +37,14 @@ fn provider_env(block: &SandboxBlock, own: &BTreeMap<String, String>) -> BTreeMa
     }
     env.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
     env
+}
+
+/// The host's PATH without version-manager shim directories (pyenv, rbenv, asdf …): a shim is a
+/// script that needs the manager's whole state directory, which a sandboxed process cannot read,
+/// so `python3` should resolve to a real interpreter further down the PATH instead.
+fn sandbox_path() -> String {
+    let host = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    host.split(':').filter(|d| !d.is_empty() && !d.split('/').any(|c| c == "shims")).collect::<Vec<_>>().join(":")
 }
 
 fn policy(block: &SandboxBlock, extra_read: &[PathBuf]) -> ProcessPolicy {
@@ -136,6 +142,20 @@ pub async fn fleet(
                 .with_context(|| format!("[[cli]] provider `{}`", c.provider))?,
         );
         mounts.push(Mount { provider, kind: "cli", prefix: PrefixMode::Always });
+    }
+    if !settings.skill_dirs.is_empty() {
+        let skills = Arc::new(SkillProvider::new(SkillDirsConfig {
+            id: ProviderId("skill".into()),
+            dirs: settings.skill_dirs.clone(),
+            launcher: launcher.clone(),
+            timeout: Duration::from_secs(120),
+            env: provider_env(&SandboxBlock::default(), &BTreeMap::new()),
+            policy: ProcessPolicy { fs_read: extra.clone(), fs_write: vec![workspace.to_path_buf()], net: Vec::new() },
+        }));
+        for p in skills.problems() {
+            tracing::warn!("{p}");
+        }
+        mounts.push(Mount { provider: skills, kind: "skill", prefix: PrefixMode::Always });
     }
     Ok(mounts)
 }

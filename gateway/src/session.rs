@@ -242,14 +242,14 @@ impl Sessions {
     }
 
     pub fn close(&self, id: &str) -> Result<(), RpcError> {
-        if let Ok(s) = self.load(id) {
-            if let Some(root) = &s.token_root {
-                // Revoking the root revokes every token attenuated from it.
-                self.auth
-                    .verifier
-                    .revoke_durably(&self.auth.revocations, root)
-                    .map_err(|e| crate::util::internal("revoking the session's token", e))?;
-            }
+        if let Ok(s) = self.load(id)
+            && let Some(root) = &s.token_root
+        {
+            // Revoking the root revokes every token attenuated from it.
+            self.auth
+                .verifier
+                .revoke_durably(&self.auth.revocations, root)
+                .map_err(|e| crate::util::internal("revoking the session's token", e))?;
         }
         self.write_cache().remove(id);
         self.store.close_session(id).map_err(|e| crate::util::internal("closing a session", e))?;

@@ -2,6 +2,6 @@
 //! npm, mcp-server-time and mcp-server-everything-wrong from PyPI), a real kernel sandbox and a
 //! real state directory. One test binary (modules under `suite/`) keeps link time down.
 
-#![allow(clippy::unwrap_used, unreachable_pub, dead_code)]
+#![allow(clippy::unwrap_used, clippy::zombie_processes, unreachable_pub, dead_code)]
 
 mod suite;

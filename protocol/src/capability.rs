@@ -35,10 +35,7 @@ pub struct CapabilityParseError {
 }
 
 fn perr(input: &str, reason: impl Into<String>) -> CapabilityParseError {
-    CapabilityParseError {
-        input: input.to_string(),
-        reason: reason.into(),
-    }
+    CapabilityParseError { input: input.to_string(), reason: reason.into() }
 }
 
 impl FromStr for Capability {
@@ -68,15 +65,8 @@ impl FromStr for Capability {
                 Ok(Capability::NetConnect { host, port })
             }
             "tool" => {
-                if arg.is_empty()
-                    || !arg
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "_-*?".contains(c))
-                {
-                    return Err(perr(
-                        s,
-                        "a tool glob uses letters, digits, `_`, `-`, `*` and `?` only",
-                    ));
+                if arg.is_empty() || !arg.chars().all(|c| c.is_ascii_alphanumeric() || "_-*?".contains(c)) {
+                    return Err(perr(s, "a tool glob uses letters, digits, `_`, `-`, `*` and `?` only"));
                 }
                 Ok(Capability::Tool(arg.to_string()))
             }
@@ -98,10 +88,7 @@ fn normalise_path(input: &str, arg: &str) -> Result<String, CapabilityParseError
     let mut out = String::new();
     for comp in arg.split('/').filter(|c| !c.is_empty()) {
         if comp == "." || comp == ".." {
-            return Err(perr(
-                input,
-                "the path must not contain `.` or `..` components",
-            ));
+            return Err(perr(input, "the path must not contain `.` or `..` components"));
         }
         out.push('/');
         out.push_str(comp);
@@ -115,15 +102,10 @@ fn normalise_path(input: &str, arg: &str) -> Result<String, CapabilityParseError
 fn parse_host_port(input: &str, arg: &str) -> Result<(String, Option<u16>), CapabilityParseError> {
     let arg = arg.trim();
     let (host, port) = if let Some(rest) = arg.strip_prefix('[') {
-        let (h, after) = rest
-            .split_once(']')
-            .ok_or_else(|| perr(input, "unclosed `[` in an IPv6 address"))?;
+        let (h, after) = rest.split_once(']').ok_or_else(|| perr(input, "unclosed `[` in an IPv6 address"))?;
         let port = match after {
             "" => None,
-            p => Some(
-                p.strip_prefix(':')
-                    .ok_or_else(|| perr(input, "expected `:PORT` after `]`"))?,
-            ),
+            p => Some(p.strip_prefix(':').ok_or_else(|| perr(input, "expected `:PORT` after `]`"))?),
         };
         if h.parse::<std::net::Ipv6Addr>().is_err() {
             return Err(perr(input, "not an IPv6 address inside `[...]`"));
@@ -170,10 +152,7 @@ impl fmt::Display for Capability {
             Capability::FsRead(p) => write!(f, "fs.read({p})"),
             Capability::FsWrite(p) => write!(f, "fs.write({p})"),
             Capability::NetConnect { host, port: None } => write!(f, "net.connect({host})"),
-            Capability::NetConnect {
-                host,
-                port: Some(p),
-            } => write!(f, "net.connect({host}:{p})"),
+            Capability::NetConnect { host, port: Some(p) } => write!(f, "net.connect({host}:{p})"),
             Capability::ProcSpawn => f.write_str("proc.spawn"),
             Capability::Tool(g) => write!(f, "tool({g})"),
             Capability::PtyOpen => f.write_str("pty.open"),
@@ -196,9 +175,7 @@ impl<'de> Deserialize<'de> for Capability {
 
 /// `true` when `path` is `base` or below it (both normalised).
 pub fn path_within(path: &str, base: &str) -> bool {
-    base == "/"
-        || path == base
-        || (path.starts_with(base) && path.as_bytes().get(base.len()) == Some(&b'/'))
+    base == "/" || path == base || (path.starts_with(base) && path.as_bytes().get(base.len()) == Some(&b'/'))
 }
 
 /// `true` when the grant `pattern` (`example.com` or `*.example.com`) admits the host `host`
@@ -208,9 +185,7 @@ pub fn host_matches(pattern: &str, host: &str) -> bool {
         None => pattern == host,
         Some(suffix) => {
             let h = host.strip_prefix("*.").unwrap_or(host);
-            h.len() > suffix.len()
-                && h.ends_with(suffix)
-                && h.as_bytes()[h.len() - suffix.len() - 1] == b'.'
+            h.len() > suffix.len() && h.ends_with(suffix) && h.as_bytes()[h.len() - suffix.len() - 1] == b'.'
         }
     }
 }
@@ -285,11 +260,7 @@ impl CapabilitySet {
                 Err(e) => errs.push(e),
             }
         }
-        if errs.is_empty() {
-            Ok(Self(caps))
-        } else {
-            Err(errs)
-        }
+        if errs.is_empty() { Ok(Self(caps)) } else { Err(errs) }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Capability> {
@@ -301,9 +272,7 @@ impl CapabilitySet {
     }
 
     pub fn allows_tool(&self, index_name: &str) -> bool {
-        self.0
-            .iter()
-            .any(|c| matches!(c, Capability::Tool(g) if glob_matches(g, index_name)))
+        self.0.iter().any(|c| matches!(c, Capability::Tool(g) if glob_matches(g, index_name)))
     }
 
     pub fn allows_spawn(&self) -> bool {
@@ -323,10 +292,7 @@ impl CapabilitySet {
     }
 
     pub fn allows_net(&self, host: &str, port: u16) -> bool {
-        self.allows(&Capability::NetConnect {
-            host: host.to_ascii_lowercase(),
-            port: Some(port),
-        })
+        self.allows(&Capability::NetConnect { host: host.to_ascii_lowercase(), port: Some(port) })
     }
 
     /// The first grant of `child` that `self` does not cover, if any: attenuation is valid only
@@ -364,10 +330,7 @@ mod tests {
             assert_eq!(cap(s).to_string(), s);
         }
         assert_eq!(cap("fs.read(/a//b/)").to_string(), "fs.read(/a/b)");
-        assert_eq!(
-            cap("net.connect(API.Example.COM)").to_string(),
-            "net.connect(api.example.com)"
-        );
+        assert_eq!(cap("net.connect(API.Example.COM)").to_string(), "net.connect(api.example.com)");
     }
 
     #[test]
@@ -431,8 +394,7 @@ mod tests {
 
     #[test]
     fn set_queries() {
-        let set =
-            CapabilitySet::parse_all(&["tool(time__*)", "proc.spawn", "fs.write(/w)"]).unwrap();
+        let set = CapabilitySet::parse_all(&["tool(time__*)", "proc.spawn", "fs.write(/w)"]).unwrap();
         assert!(set.allows_tool("time__get_current_time"));
         assert!(!set.allows_tool("everything__echo"));
         assert!(set.allows_spawn());

@@ -133,11 +133,7 @@ impl RpcError {
 
     /// The human sentence in `data.reason`, or the message.
     pub fn reason(&self) -> &str {
-        self.data
-            .as_ref()
-            .and_then(|d| d.get("reason"))
-            .and_then(Value::as_str)
-            .unwrap_or(&self.message)
+        self.data.as_ref().and_then(|d| d.get("reason")).and_then(Value::as_str).unwrap_or(&self.message)
     }
 
     /// The AXP code, if this is one we know.
@@ -154,9 +150,7 @@ impl RpcError {
     pub fn method_not_found(method: &str) -> Self {
         Self::new(
             ErrorCode::MethodNotFound,
-            format!(
-                "there is no method `{method}`; see docs/protocol.md for the AXP and MCP methods"
-            ),
+            format!("there is no method `{method}`; see docs/protocol.md for the AXP and MCP methods"),
         )
     }
     pub fn invalid_params(reason: impl Into<String>) -> Self {

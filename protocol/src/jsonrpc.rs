@@ -38,12 +38,7 @@ pub struct Request {
 
 impl Request {
     pub fn new(id: Id, method: impl Into<String>, params: Value) -> Self {
-        Self {
-            jsonrpc: "2.0".into(),
-            id,
-            method: method.into(),
-            params: Some(params),
-        }
+        Self { jsonrpc: "2.0".into(), id, method: method.into(), params: Some(params) }
     }
 }
 
@@ -58,11 +53,7 @@ pub struct Notification {
 
 impl Notification {
     pub fn new(method: impl Into<String>, params: Value) -> Self {
-        Self {
-            jsonrpc: "2.0".into(),
-            method: method.into(),
-            params: Some(params),
-        }
+        Self { jsonrpc: "2.0".into(), method: method.into(), params: Some(params) }
     }
 }
 
@@ -79,20 +70,10 @@ pub struct Response {
 
 impl Response {
     pub fn ok(id: Id, result: Value) -> Self {
-        Self {
-            jsonrpc: "2.0".into(),
-            id,
-            result: Some(result),
-            error: None,
-        }
+        Self { jsonrpc: "2.0".into(), id, result: Some(result), error: None }
     }
     pub fn err(id: Id, error: RpcError) -> Self {
-        Self {
-            jsonrpc: "2.0".into(),
-            id,
-            result: None,
-            error: Some(error),
-        }
+        Self { jsonrpc: "2.0".into(), id, result: None, error: Some(error) }
     }
     pub fn from_result(id: Id, r: Result<Value, RpcError>) -> Self {
         match r {
@@ -122,17 +103,17 @@ pub enum Incoming {
 
 /// Parses one JSON-RPC message. On failure returns the error response to send back (with id
 /// `null` when the id could not be read, as JSON-RPC requires).
+// The error is the ready-made response to send back, built once per bad message; boxing it would
+// only add an allocation to the rare path.
+#[allow(clippy::result_large_err)]
 pub fn parse_incoming(bytes: &[u8]) -> Result<Incoming, Response> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-        Response::err(
-            Id::Null,
-            RpcError::parse(format!("the body is not valid JSON: {e}")),
-        )
-    })?;
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| Response::err(Id::Null, RpcError::parse(format!("the body is not valid JSON: {e}"))))?;
     parse_value(value)
 }
 
 /// Like [`parse_incoming`] for an already-parsed JSON value.
+#[allow(clippy::result_large_err)]
 pub fn parse_value(value: Value) -> Result<Incoming, Response> {
     let obj = match value {
         Value::Object(o) => o,
@@ -147,10 +128,7 @@ pub fn parse_value(value: Value) -> Result<Incoming, Response> {
         other => {
             return Err(Response::err(
                 Id::Null,
-                RpcError::invalid_request(format!(
-                    "a JSON-RPC message must be an object, not {}",
-                    kind_of(&other)
-                )),
+                RpcError::invalid_request(format!("a JSON-RPC message must be an object, not {}", kind_of(&other))),
             ));
         }
     };
@@ -170,26 +148,17 @@ pub fn parse_value(value: Value) -> Result<Incoming, Response> {
         _ => return Err(bad(err_id, "`jsonrpc` must be the string \"2.0\"")),
     }
     let params = obj.get("params").cloned();
-    if let Some(p) = &params {
-        if !(p.is_object() || p.is_array() || p.is_null()) {
-            return Err(bad(err_id, "`params` must be an object or an array"));
-        }
+    if let Some(p) = &params
+        && !(p.is_object() || p.is_array() || p.is_null())
+    {
+        return Err(bad(err_id, "`params` must be an object or an array"));
     }
     match obj.get("method") {
         Some(Value::String(method)) => {
             let params = params.filter(|p| !p.is_null());
             Ok(match id {
-                Some(id) => Incoming::Request(Request {
-                    jsonrpc: "2.0".into(),
-                    id,
-                    method: method.clone(),
-                    params,
-                }),
-                None => Incoming::Notification(Notification {
-                    jsonrpc: "2.0".into(),
-                    method: method.clone(),
-                    params,
-                }),
+                Some(id) => Incoming::Request(Request { jsonrpc: "2.0".into(), id, method: method.clone(), params }),
+                None => Incoming::Notification(Notification { jsonrpc: "2.0".into(), method: method.clone(), params }),
             })
         }
         Some(_) => Err(bad(err_id, "`method` must be a string")),
@@ -232,15 +201,10 @@ mod tests {
     #[test]
     fn parses_request_and_notification() {
         let r = parse_incoming(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
-        assert!(matches!(
-            r,
-            Incoming::Request(Request { id: Id::Num(1), .. })
-        ));
-        let n =
-            parse_incoming(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert!(matches!(r, Incoming::Request(Request { id: Id::Num(1), .. })));
+        let n = parse_incoming(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
         assert!(matches!(n, Incoming::Notification(_)));
-        let s =
-            parse_incoming(br#"{"jsonrpc":"2.0","id":"a","method":"x","params":{"k":1}}"#).unwrap();
+        let s = parse_incoming(br#"{"jsonrpc":"2.0","id":"a","method":"x","params":{"k":1}}"#).unwrap();
         match s {
             Incoming::Request(r) => assert_eq!(r.params.unwrap()["k"], 1),
             _ => panic!("not a request"),
@@ -249,30 +213,13 @@ mod tests {
 
     #[test]
     fn rejects_malformed_input_with_the_right_code() {
+        assert_eq!(code(parse_incoming(b"{not json")), ErrorCode::ParseError.code());
+        assert_eq!(code(parse_incoming(b"[]")), ErrorCode::InvalidRequest.code());
+        assert_eq!(code(parse_incoming(b"42")), ErrorCode::InvalidRequest.code());
+        assert_eq!(code(parse_incoming(br#"{"id":1,"method":"x"}"#)), ErrorCode::InvalidRequest.code());
+        assert_eq!(code(parse_incoming(br#"{"jsonrpc":"2.0","id":1,"method":7}"#)), ErrorCode::InvalidRequest.code());
         assert_eq!(
-            code(parse_incoming(b"{not json")),
-            ErrorCode::ParseError.code()
-        );
-        assert_eq!(
-            code(parse_incoming(b"[]")),
-            ErrorCode::InvalidRequest.code()
-        );
-        assert_eq!(
-            code(parse_incoming(b"42")),
-            ErrorCode::InvalidRequest.code()
-        );
-        assert_eq!(
-            code(parse_incoming(br#"{"id":1,"method":"x"}"#)),
-            ErrorCode::InvalidRequest.code()
-        );
-        assert_eq!(
-            code(parse_incoming(br#"{"jsonrpc":"2.0","id":1,"method":7}"#)),
-            ErrorCode::InvalidRequest.code()
-        );
-        assert_eq!(
-            code(parse_incoming(
-                br#"{"jsonrpc":"2.0","id":1,"method":"x","params":"s"}"#
-            )),
+            code(parse_incoming(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":"s"}"#)),
             ErrorCode::InvalidRequest.code()
         );
         assert_eq!(

@@ -19,5 +19,4 @@ pub use tool::{ToolCall, ToolOutput, ToolSpec};
 pub const AXP_VERSION: &str = "0";
 
 /// MCP protocol revisions the gateway answers to, newest first.
-pub const MCP_PROTOCOL_VERSIONS: &[&str] =
-    &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub const MCP_PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];

@@ -37,9 +37,8 @@ impl std::fmt::Display for SandboxTier {
 impl std::str::FromStr for SandboxTier {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        serde_json::from_value(Value::String(s.to_string())).map_err(|_| {
-            format!("unknown sandbox tier `{s}` (kernel-lsm, container, process-token, dev-none)")
-        })
+        serde_json::from_value(Value::String(s.to_string()))
+            .map_err(|_| format!("unknown sandbox tier `{s}` (kernel-lsm, container, process-token, dev-none)"))
     }
 }
 
@@ -268,8 +267,7 @@ impl JobState {
 impl std::str::FromStr for JobState {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        serde_json::from_value(Value::String(s.to_string()))
-            .map_err(|_| format!("unknown job state `{s}`"))
+        serde_json::from_value(Value::String(s.to_string())).map_err(|_| format!("unknown job state `{s}`"))
     }
 }
 
@@ -327,25 +325,14 @@ mod tests {
 
     #[test]
     fn tier_names() {
-        assert_eq!(
-            "kernel-lsm".parse::<SandboxTier>().unwrap(),
-            SandboxTier::KernelLsm
-        );
-        assert_eq!(
-            serde_json::to_value(SandboxTier::DevNone).unwrap(),
-            "dev-none"
-        );
+        assert_eq!("kernel-lsm".parse::<SandboxTier>().unwrap(), SandboxTier::KernelLsm);
+        assert_eq!(serde_json::to_value(SandboxTier::DevNone).unwrap(), "dev-none");
         assert!("root".parse::<SandboxTier>().is_err());
     }
 
     #[test]
     fn event_wire_shape() {
-        let e = JobEvent {
-            job_id: "j".into(),
-            seq: 3,
-            ts_ms: 1,
-            kind: JobEventKind::Stdout { data: "hi".into() },
-        };
+        let e = JobEvent { job_id: "j".into(), seq: 3, ts_ms: 1, kind: JobEventKind::Stdout { data: "hi".into() } };
         let v = serde_json::to_value(&e).unwrap();
         assert_eq!(v["kind"], "stdout");
         assert_eq!(v["seq"], 3);
@@ -355,8 +342,7 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_refused() {
-        let r: Result<JobStartParams, _> =
-            serde_json::from_value(serde_json::json!({"tool": "x", "argumnets": {}}));
+        let r: Result<JobStartParams, _> = serde_json::from_value(serde_json::json!({"tool": "x", "argumnets": {}}));
         assert!(r.unwrap_err().to_string().contains("argumnets"));
     }
 }

@@ -32,11 +32,7 @@ pub fn empty_object_schema() -> Value {
 }
 
 impl ToolSpec {
-    pub fn new(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        input_schema: Value,
-    ) -> Self {
+    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Self {
         Self {
             name: name.into(),
             title: None,
@@ -79,27 +75,17 @@ pub struct ToolOutput {
 impl ToolOutput {
     /// A single text block.
     pub fn text(text: impl Into<String>) -> Self {
-        Self {
-            content: vec![serde_json::json!({"type": "text", "text": text.into()})],
-            ..Default::default()
-        }
+        Self { content: vec![serde_json::json!({"type": "text", "text": text.into()})], ..Default::default() }
     }
 
     /// A tool-level error (the call ran, the tool reported failure).
     pub fn error_text(text: impl Into<String>) -> Self {
-        Self {
-            is_error: true,
-            ..Self::text(text)
-        }
+        Self { is_error: true, ..Self::text(text) }
     }
 
     /// All text blocks joined by newlines: handy for CLIs and tests.
     pub fn joined_text(&self) -> String {
-        self.content
-            .iter()
-            .filter_map(|c| c.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n")
+        self.content.iter().filter_map(|c| c.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
     }
 }
 

@@ -94,13 +94,14 @@ pub fn default_state_dir() -> PathBuf {
 }
 
 pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
-    let settings = match &args.config {
+    let mut settings = match &args.config {
         Some(p) => settings::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
         None if Path::new("axp.toml").exists() => {
             settings::load(Path::new("axp.toml")).map_err(|e| anyhow::anyhow!("{e}"))?
         }
         None => Settings::default(),
     };
+    settings.skill_dirs.extend(args.skills.iter().cloned());
     let workspace = args
         .workspace
         .clone()
@@ -195,7 +196,10 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     let gateway = Arc::new(Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission));
 
     let launcher = provider_launcher(&tiers)?;
-    let nothing_configured = fleet.servers.is_empty() && fleet.statics.is_empty() && settings.cli.is_empty();
+    let nothing_configured = fleet.servers.is_empty()
+        && fleet.statics.is_empty()
+        && settings.cli.is_empty()
+        && settings.skill_dirs.is_empty();
     let mut mounts: Vec<Mount> = Vec::new();
     if nothing_configured && !args.no_builtin {
         mounts.push(mount::builtin(&workspace, launcher.clone())?);

@@ -354,9 +354,7 @@ fn resolve_servers(
                     Some(url),
                     None | Some("http") | Some("streamable-http") | Some("streamablehttp") | Some("sse"),
                 ) => {
-                    let Some(url) = exp("url", url) else {
-                        return None;
-                    };
+                    let url = exp("url", url)?;
                     if !(url.starts_with("http://") || url.starts_with("https://")) {
                         local.borrow_mut().push(problem(
                             path,

@@ -33,10 +33,11 @@ impl fmt::Display for ConfigProblem {
             }
         }
         write!(f, ": ")?;
-        if let Some(p) = &self.path {
-            if !p.is_empty() && p != "." {
-                write!(f, "at `{p}`: ")?;
-            }
+        if let Some(p) = &self.path
+            && !p.is_empty()
+            && p != "."
+        {
+            write!(f, "at `{p}`: ")?;
         }
         write!(f, "{}", self.message)?;
         if let Some(h) = &self.hint {

@@ -27,6 +27,9 @@ pub struct Settings {
     pub serve: ServeSettings,
     #[serde(default)]
     pub cli: Vec<CliProviderSettings>,
+    /// Agent Skills folders (a skill folder, or a folder of skill folders).
+    #[serde(default)]
+    pub skill_dirs: Vec<PathBuf>,
     /// Passed to the lint crate, which validates it.
     pub lint: Option<toml::Value>,
 }

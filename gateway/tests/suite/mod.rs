@@ -8,6 +8,7 @@ pub mod jobs;
 pub mod lint;
 pub mod mcp_clients;
 pub mod sessions;
+pub mod skills;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
