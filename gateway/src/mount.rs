@@ -13,7 +13,7 @@ use axp_providers::bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOpt
 use axp_providers::cli::{CliProvider, CliToolConfig};
 use axp_providers::mcp::{McpConfig, McpProvider, McpTransport, RestartPolicy};
 use axp_providers::skill::{SkillDirsConfig, SkillProvider};
-use axp_providers::{Launcher, ProcessPolicy, ProcessSpec, ProviderId};
+use axp_providers::{ArgvTrust, Launcher, ProcessPolicy, ProcessSpec, ProviderId};
 use serde_json::json;
 
 use crate::config::fleet::{Fleet, PrefixMode, SandboxBlock, Transport};
@@ -47,8 +47,10 @@ fn sandbox_path() -> String {
     host.split(':').filter(|d| !d.is_empty() && !d.split('/').any(|c| c == "shims")).collect::<Vec<_>>().join(":")
 }
 
+/// The policy of an operator-configured process (MCP server, bridge): its whole argv is trusted.
 fn policy(block: &SandboxBlock, extra_read: &[PathBuf]) -> ProcessPolicy {
     ProcessPolicy {
+        argv_trust: ArgvTrust::All,
         fs_read: block.fs_read.iter().map(PathBuf::from).chain(extra_read.iter().cloned()).collect(),
         fs_write: block.fs_write.iter().map(PathBuf::from).collect(),
         net: block.net.clone(),
@@ -131,6 +133,7 @@ pub async fn fleet(
                 cwd: Some(workspace.to_path_buf()),
                 env: provider_env(&SandboxBlock::default(), &t.env),
                 policy: ProcessPolicy {
+                    argv_trust: ArgvTrust::Program,
                     fs_read: extra.clone(),
                     fs_write: vec![workspace.to_path_buf()],
                     net: Vec::new(),
@@ -150,7 +153,12 @@ pub async fn fleet(
             launcher: launcher.clone(),
             timeout: Duration::from_secs(120),
             env: provider_env(&SandboxBlock::default(), &BTreeMap::new()),
-            policy: ProcessPolicy { fs_read: extra.clone(), fs_write: vec![workspace.to_path_buf()], net: Vec::new() },
+            policy: ProcessPolicy {
+                argv_trust: ArgvTrust::Program,
+                fs_read: extra.clone(),
+                fs_write: vec![workspace.to_path_buf()],
+                net: Vec::new(),
+            },
         }));
         for p in skills.problems() {
             tracing::warn!("{p}");
@@ -165,8 +173,8 @@ pub async fn fleet(
 /// same sandbox as everything else.
 pub fn builtin(workspace: &Path, launcher: Arc<dyn Launcher>) -> Result<Mount> {
     let ws = workspace.to_path_buf();
-    let ro = ProcessPolicy { fs_read: vec![ws.clone()], fs_write: Vec::new(), net: Vec::new() };
-    let rw = ProcessPolicy { fs_read: Vec::new(), fs_write: vec![ws.clone()], net: Vec::new() };
+    let ro = ProcessPolicy { argv_trust: ArgvTrust::Program, fs_read: vec![ws.clone()], ..Default::default() };
+    let rw = ProcessPolicy { argv_trust: ArgvTrust::Program, fs_write: vec![ws.clone()], ..Default::default() };
     let env = provider_env(&SandboxBlock::default(), &BTreeMap::new());
     let tool = |name: &str, description: &str, argv: &[&str], schema: serde_json::Value, policy: &ProcessPolicy| {
         CliToolConfig {

@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axp_providers::{Launcher, ProcessSpec, ProviderError};
+use axp_providers::{ArgvTrust, Launcher, ProcessSpec, ProviderError};
 use axp_sandbox::{Layers, Policy};
 
 use crate::egress::{Egress, SANDBOX_PROXY_PORT};
@@ -75,7 +75,12 @@ pub fn compile(spec: &ProcessSpec, extra_read: &[PathBuf], argv: &[String], egre
     let mut reads: Vec<PathBuf> = spec.policy.fs_read.clone();
     reads.extend(extra_read.iter().cloned());
     let path_env = spec.env.get("PATH").map(OsStr::new);
-    reads.extend(axp_sandbox::discover::read_paths_for(argv, path_env));
+    let trusted = match spec.policy.argv_trust {
+        ArgvTrust::None => &argv[..0],
+        ArgvTrust::Program => &argv[..argv.len().min(1)],
+        ArgvTrust::All => argv,
+    };
+    reads.extend(axp_sandbox::discover::read_paths_for(trusted, path_env));
     for p in reads.iter().filter(|p| p.exists() && !is_system(p)) {
         b = b.fs_read(p);
     }

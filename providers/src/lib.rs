@@ -78,10 +78,7 @@ pub enum ProviderError {
 
 impl ProviderError {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Self::Io {
-            context: context.into(),
-            source,
-        }
+        Self::Io { context: context.into(), source }
     }
 }
 
@@ -117,10 +114,26 @@ impl EventSink for NullSink {
 /// block. The gateway's launcher compiles it into kernel policy; providers only pass it along.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProcessPolicy {
+    /// Which parts of the argv the launcher may read paths from to make the program's own files
+    /// readable. Only argv the operator wrote may widen what a process can read: an agent that
+    /// names `/home/me/.ssh/id_rsa` as an argument must not get its directory mounted.
+    pub argv_trust: ArgvTrust,
     pub fs_read: Vec<PathBuf>,
     pub fs_write: Vec<PathBuf>,
     /// Domains (`api.example.com`, `*.example.com:443`) reachable through the egress proxy.
     pub net: Vec<String>,
+}
+
+/// How far the launcher may trust a process's argv when deciding what it must be able to read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ArgvTrust {
+    /// Nothing: agent-written commands (system paths and explicit grants only).
+    #[default]
+    None,
+    /// The program only (a CLI tool's literal program; its arguments come from agents).
+    Program,
+    /// The whole argv (an MCP server or bridge command written by the operator).
+    All,
 }
 
 /// A process a provider wants to run.
@@ -149,10 +162,7 @@ pub struct DirectLauncher;
 impl Launcher for DirectLauncher {
     fn command(&self, spec: &ProcessSpec) -> Result<tokio::process::Command, ProviderError> {
         let mut cmd = tokio::process::Command::new(&spec.program);
-        cmd.args(&spec.args)
-            .env_clear()
-            .envs(&spec.env)
-            .kill_on_drop(true);
+        cmd.args(&spec.args).env_clear().envs(&spec.env).kill_on_drop(true);
         if let Some(cwd) = &spec.cwd {
             cmd.current_dir(cwd);
         }
@@ -173,12 +183,8 @@ pub trait Provider: Send + Sync {
     async fn tools(&self) -> Result<Vec<ToolSpec>, ProviderError>;
 
     /// One call. Streams progress/log chunks into `sink`, honours `cancel`.
-    async fn call(
-        &self,
-        call: ToolCall,
-        sink: JobSink,
-        cancel: CancellationToken,
-    ) -> Result<ToolOutput, ProviderError>;
+    async fn call(&self, call: ToolCall, sink: JobSink, cancel: CancellationToken)
+    -> Result<ToolOutput, ProviderError>;
 
     /// Unsolicited events (tool list changes, availability).
     fn events(&self) -> Option<broadcast::Receiver<ProviderEvent>> {

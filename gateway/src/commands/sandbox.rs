@@ -48,7 +48,9 @@ fn run_one(a: SandboxRunArgs) -> Result<i32> {
         args: a.command[1..].to_vec(),
         env: crate::dispatch::base_env(&workspace),
         cwd: Some(workspace.clone()),
+        // The operator typed this command: its argv may make the program's own files readable.
         policy: ProcessPolicy {
+            argv_trust: axp_providers::ArgvTrust::All,
             fs_read: a.allow_read.iter().map(canon).collect::<Result<_>>()?,
             fs_write,
             net: a.allow_net.clone(),

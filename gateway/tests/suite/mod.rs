@@ -1,5 +1,6 @@
 //! Shared harness: fixture paths, a running gateway process, and a tiny JSON-RPC client.
 
+pub mod attacks;
 pub mod bad_input;
 pub mod caps;
 pub mod egress;
@@ -105,6 +106,11 @@ impl GwBuilder {
     }
 
     pub fn start(self) -> Gw {
+        self.start_with_env(&[])
+    }
+
+    /// Starts the gateway with extra environment variables in its own environment.
+    pub fn start_with_env(self, env: &[(&str, &str)]) -> Gw {
         let tmp = tempfile::tempdir().unwrap();
         let state = self.state.clone().unwrap_or_else(|| tmp.path().join("state"));
         let workspace = self.workspace.clone().unwrap_or_else(|| {
@@ -123,6 +129,7 @@ impl GwBuilder {
             .args(&self.args)
             .env("XDG_STATE_HOME", tmp.path().join("xdg"))
             .env("AXP_LOG", "axp=info,axp_providers=info,warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
