@@ -19,10 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::process::{self, Capture, DEFAULT_PATH, RunOptions};
-use crate::{
-    CancellationToken, JobSink, Launcher, ProcessPolicy, ProcessSpec, Provider, ProviderError,
-    ProviderId,
-};
+use crate::{CancellationToken, JobSink, Launcher, ProcessPolicy, ProcessSpec, Provider, ProviderError, ProviderId};
 
 /// The most of a bridge's stdout that is read as its result. A bridge that prints more gets an
 /// error result rather than a silently cut JSON document.
@@ -64,12 +61,7 @@ pub struct ExecOptions {
 
 impl Default for ExecOptions {
     fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(60),
-            env: BTreeMap::new(),
-            cwd: None,
-            policy: ProcessPolicy::default(),
-        }
+        Self { timeout: Duration::from_secs(60), env: BTreeMap::new(), cwd: None, policy: ProcessPolicy::default() }
     }
 }
 
@@ -83,21 +75,14 @@ pub struct BridgeProvider {
 
 impl std::fmt::Debug for BridgeProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BridgeProvider")
-            .field("id", &self.id)
-            .field("bridge", &self.cfg.bridge)
-            .finish()
+        f.debug_struct("BridgeProvider").field("id", &self.id).field("bridge", &self.cfg.bridge).finish()
     }
 }
 
 impl BridgeProvider {
     /// Checks the declaration (a command, at least one tool, unique names) and builds the
     /// provider; its id is `cfg.provider`.
-    pub fn new(
-        cfg: BridgeConfig,
-        exec: ExecOptions,
-        launcher: Arc<dyn Launcher>,
-    ) -> Result<Self, ProviderError> {
+    pub fn new(cfg: BridgeConfig, exec: ExecOptions, launcher: Arc<dyn Launcher>) -> Result<Self, ProviderError> {
         let mut problems = Vec::new();
         if cfg.provider.is_empty() {
             problems.push("`provider` is empty".to_string());
@@ -117,18 +102,9 @@ impl BridgeProvider {
             }
         }
         if !problems.is_empty() {
-            return Err(ProviderError::Config(format!(
-                "bridge provider `{}`: {}",
-                cfg.provider,
-                problems.join("; ")
-            )));
+            return Err(ProviderError::Config(format!("bridge provider `{}`: {}", cfg.provider, problems.join("; "))));
         }
-        Ok(Self {
-            id: ProviderId(cfg.provider.clone()),
-            cfg,
-            exec,
-            launcher,
-        })
+        Ok(Self { id: ProviderId(cfg.provider.clone()), cfg, exec, launcher })
     }
 }
 
@@ -152,8 +128,7 @@ fn bridge_output(f: &process::Finished) -> ToolOutput {
         if f.stderr.total > 0 {
             note.push_str(&format!("\nstderr:\n{}", f.stderr.text(true)));
         }
-        out.content
-            .push(serde_json::json!({"type": "text", "text": note}));
+        out.content.push(serde_json::json!({"type": "text", "text": note}));
     }
     out
 }
@@ -177,18 +152,12 @@ impl Provider for BridgeProvider {
         if !self.cfg.tools.iter().any(|t| t.name == call.tool) {
             return Err(ProviderError::UnknownTool(call.tool));
         }
-        let params = serde_json::to_string(&call.arguments)
-            .map_err(|e| ProviderError::InvalidArguments(e.to_string()))?;
+        let params =
+            serde_json::to_string(&call.arguments).map_err(|e| ProviderError::InvalidArguments(e.to_string()))?;
         let mut args = self.cfg.bridge.args.clone();
-        args.extend([
-            "call".to_string(),
-            self.cfg.provider.clone(),
-            call.tool.clone(),
-            params,
-        ]);
+        args.extend(["call".to_string(), self.cfg.provider.clone(), call.tool.clone(), params]);
         let mut env = self.exec.env.clone();
-        env.entry("PATH".into())
-            .or_insert_with(|| DEFAULT_PATH.into());
+        env.entry("PATH".into()).or_insert_with(|| DEFAULT_PATH.into());
         let spec = ProcessSpec {
             program: self.cfg.bridge.command.clone(),
             args,
@@ -200,16 +169,8 @@ impl Provider for BridgeProvider {
             tool: &call.tool,
             timeout: crate::call_timeout(&call, self.exec.timeout),
             // stdout is the result, parsed whole: keep it (bounded), do not stream it.
-            stdout: Capture {
-                emit: false,
-                keep: BRIDGE_MAX_STDOUT,
-                tail: false,
-            },
-            stderr: Capture {
-                emit: true,
-                keep: STDERR_TAIL,
-                tail: true,
-            },
+            stdout: Capture { emit: false, keep: BRIDGE_MAX_STDOUT, tail: false },
+            stderr: Capture { emit: true, keep: STDERR_TAIL, tail: true },
         };
         let finished = process::run(&self.launcher, &spec, &how, sink, cancel).await?;
         Ok(bridge_output(&finished))

@@ -31,10 +31,7 @@ use axp_protocol::{ToolCall, ToolOutput, ToolSpec};
 use serde_json::{Map, Value, json};
 
 use crate::process::{self, Capture, DEFAULT_PATH, RunOptions};
-use crate::{
-    CancellationToken, JobSink, Launcher, ProcessPolicy, ProcessSpec, Provider, ProviderError,
-    ProviderId,
-};
+use crate::{CancellationToken, JobSink, Launcher, ProcessPolicy, ProcessSpec, Provider, ProviderError, ProviderId};
 
 /// How much of each stream a finished call keeps for its result text; everything else was
 /// already streamed as job events.
@@ -133,9 +130,7 @@ impl ArgvTemplate {
     /// Parses `argv` and checks it against `schema`: the program must be literal and every
     /// placeholder must name one of the schema's properties.
     pub fn parse(argv: &[String], schema: &Value) -> Result<Self, String> {
-        let program = argv
-            .first()
-            .ok_or_else(|| "the argv template is empty".to_string())?;
+        let program = argv.first().ok_or_else(|| "the argv template is empty".to_string())?;
         let props = schema.get("properties").and_then(Value::as_object);
         let mut elements = Vec::with_capacity(argv.len());
         let mut seen_dd = false;
@@ -144,21 +139,14 @@ impl ArgvTemplate {
             for p in &pieces {
                 if let Piece::Var(v) = p {
                     if i == 0 {
-                        return Err(format!(
-                            "the program `{program}` must be literal, not a placeholder"
-                        ));
+                        return Err(format!("the program `{program}` must be literal, not a placeholder"));
                     }
                     if !props.is_some_and(|m| m.contains_key(v)) {
-                        return Err(format!(
-                            "placeholder `{{{v}}}` names no property of the input schema"
-                        ));
+                        return Err(format!("placeholder `{{{v}}}` names no property of the input schema"));
                     }
                 }
             }
-            elements.push(Element {
-                pieces,
-                after_double_dash: seen_dd,
-            });
+            elements.push(Element { pieces, after_double_dash: seen_dd });
             if raw == "--" {
                 seen_dd = true;
             }
@@ -171,10 +159,7 @@ impl ArgvTemplate {
                     .collect()
             })
             .unwrap_or_default();
-        Ok(Self {
-            elements,
-            allow_dash,
-        })
+        Ok(Self { elements, allow_dash })
     }
 
     /// Fills the template with `args`. The error is a sentence for `InvalidArguments`.
@@ -184,10 +169,7 @@ impl ArgvTemplate {
             if let Some(var) = el.whole_var() {
                 let values: Vec<String> = match args.get(var) {
                     None | Some(Value::Null) => continue,
-                    Some(Value::Array(items)) => items
-                        .iter()
-                        .map(|v| scalar(var, v))
-                        .collect::<Result<_, _>>()?,
+                    Some(Value::Array(items)) => items.iter().map(|v| scalar(var, v)).collect::<Result<_, _>>()?,
                     Some(v) => vec![scalar(var, v)?],
                 };
                 for v in values {
@@ -242,9 +224,7 @@ fn scalar(var: &str, v: &Value) -> Result<String, String> {
         Value::Bool(b) => b.to_string(),
         Value::Null => String::new(),
         Value::Array(_) | Value::Object(_) => {
-            return Err(format!(
-                "`{var}` must be a string, number or boolean (or an array of them)"
-            ));
+            return Err(format!("`{var}` must be a string, number or boolean (or an array of them)"));
         }
     };
     if s.contains('\0') {
@@ -269,10 +249,7 @@ impl std::fmt::Debug for CliProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CliProvider")
             .field("id", &self.id)
-            .field(
-                "tools",
-                &self.tools.iter().map(|t| &t.cfg.name).collect::<Vec<_>>(),
-            )
+            .field("tools", &self.tools.iter().map(|t| &t.cfg.name).collect::<Vec<_>>())
             .finish()
     }
 }
@@ -280,11 +257,7 @@ impl std::fmt::Debug for CliProvider {
 impl CliProvider {
     /// Validates every tool's template (collecting all problems into one
     /// [`ProviderError::Config`]) and builds the provider.
-    pub fn new(
-        id: ProviderId,
-        tools: Vec<CliToolConfig>,
-        launcher: Arc<dyn Launcher>,
-    ) -> Result<Self, ProviderError> {
+    pub fn new(id: ProviderId, tools: Vec<CliToolConfig>, launcher: Arc<dyn Launcher>) -> Result<Self, ProviderError> {
         let mut problems = Vec::new();
         let mut names = BTreeSet::new();
         let mut parsed = Vec::new();
@@ -299,16 +272,9 @@ impl CliProvider {
             }
         }
         if !problems.is_empty() {
-            return Err(ProviderError::Config(format!(
-                "provider `{id}`: {}",
-                problems.join("; ")
-            )));
+            return Err(ProviderError::Config(format!("provider `{id}`: {}", problems.join("; "))));
         }
-        Ok(Self {
-            id,
-            tools: parsed,
-            launcher,
-        })
+        Ok(Self { id, tools: parsed, launcher })
     }
 }
 
@@ -352,13 +318,7 @@ impl Provider for CliProvider {
         Ok(self
             .tools
             .iter()
-            .map(|t| {
-                ToolSpec::new(
-                    t.cfg.name.clone(),
-                    t.cfg.description.clone(),
-                    t.cfg.input_schema.clone(),
-                )
-            })
+            .map(|t| ToolSpec::new(t.cfg.name.clone(), t.cfg.description.clone(), t.cfg.input_schema.clone()))
             .collect())
     }
 
@@ -373,16 +333,11 @@ impl Provider for CliProvider {
             .iter()
             .find(|t| t.cfg.name == call.tool)
             .ok_or_else(|| ProviderError::UnknownTool(call.tool.clone()))?;
-        let argv = tool
-            .template
-            .render(&call.arguments)
-            .map_err(ProviderError::InvalidArguments)?;
-        let (program, args) = argv
-            .split_first()
-            .ok_or_else(|| ProviderError::Config("the argv template is empty".into()))?;
+        let argv = tool.template.render(&call.arguments).map_err(ProviderError::InvalidArguments)?;
+        let (program, args) =
+            argv.split_first().ok_or_else(|| ProviderError::Config("the argv template is empty".into()))?;
         let mut env = tool.cfg.env.clone();
-        env.entry("PATH".into())
-            .or_insert_with(|| DEFAULT_PATH.into());
+        env.entry("PATH".into()).or_insert_with(|| DEFAULT_PATH.into());
         let spec = ProcessSpec {
             program: program.clone(),
             args: args.to_vec(),
@@ -390,11 +345,7 @@ impl Provider for CliProvider {
             cwd: tool.cfg.cwd.clone(),
             policy: tool.cfg.policy.clone(),
         };
-        let tail = Capture {
-            emit: true,
-            keep: CLI_TAIL_BYTES,
-            tail: true,
-        };
+        let tail = Capture { emit: true, keep: CLI_TAIL_BYTES, tail: true };
         let how = RunOptions {
             tool: &tool.cfg.name,
             timeout: crate::call_timeout(&call, tool.cfg.timeout),

@@ -56,17 +56,15 @@ use axp_protocol::methods::JobEventKind;
 use axp_protocol::{RpcError, ToolCall, ToolOutput, ToolSpec};
 use rmcp::ClientHandler;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, GetPromptRequestParams, Implementation, PingRequest,
-    ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, RequestId, ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities, ClientConfig,
+    ClientRequest, GetPromptRequestParams, Implementation, PingRequest, ProgressNotificationParam, ProgressToken,
+    ReadResourceRequestParams, RequestId, ServerResult,
 };
 // MCP logging is deprecated by SEP-2577 (protocol 2026-07-28), but the servers people run today
 // (2025-06-18 and 2025-11-25) still send it, so it is handled.
 #[allow(deprecated)]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
-use rmcp::service::{
-    NotificationContext, Peer, PeerRequestOptions, RoleClient, ServiceError, serve_client_with_ct,
-};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, ServiceError, serve_client_with_ct};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::Value;
@@ -74,10 +72,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::process::{DEFAULT_PATH, describe_status, kill_group};
-use crate::{
-    CancellationToken, JobSink, Launcher, ProcessSpec, Provider, ProviderError, ProviderEvent,
-    ProviderId,
-};
+use crate::{CancellationToken, JobSink, Launcher, ProcessSpec, Provider, ProviderError, ProviderEvent, ProviderId};
 
 /// How the server is reached.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,10 +83,7 @@ pub enum McpTransport {
     Stdio(ProcessSpec),
     /// A Streamable HTTP endpoint, with extra headers on every request (e.g. `Authorization`).
     /// `Accept`, `Mcp-Session-Id` and `Last-Event-Id` are managed by the client and refused.
-    Http {
-        url: String,
-        headers: BTreeMap<String, String>,
-    },
+    Http { url: String, headers: BTreeMap<String, String> },
 }
 
 /// Restart backoff: the n-th consecutive failure waits `initial_backoff * 2^n`, at most
@@ -104,10 +96,7 @@ pub struct RestartPolicy {
 
 impl Default for RestartPolicy {
     fn default() -> Self {
-        Self {
-            initial_backoff: Duration::from_millis(250),
-            max_backoff: Duration::from_secs(30),
-        }
+        Self { initial_backoff: Duration::from_millis(250), max_backoff: Duration::from_secs(30) }
     }
 }
 
@@ -115,9 +104,7 @@ impl RestartPolicy {
     /// The wait before the next attempt after `failures` consecutive failures.
     pub fn delay(&self, failures: u32) -> Duration {
         let factor = 2u32.saturating_pow(failures.min(16));
-        self.initial_backoff
-            .saturating_mul(factor)
-            .min(self.max_backoff)
+        self.initial_backoff.saturating_mul(factor).min(self.max_backoff)
     }
 }
 
@@ -193,27 +180,20 @@ impl Route {
             return;
         }
         self.last = Some(p.progress);
-        self.sink.emit(JobEventKind::Progress {
-            progress: p.progress,
-            total: p.total,
-            message: p.message,
-        });
+        self.sink.emit(JobEventKind::Progress { progress: p.progress, total: p.total, message: p.message });
     }
 }
 
 impl ProgressRouter {
     fn lock(&self) -> std::sync::MutexGuard<'_, RouterState> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn register(self: &Arc<Self>, token: ProgressToken, sink: JobSink) -> RouteGuard {
         let mut st = self.lock();
         let mut route = Route { sink, last: None };
-        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut st.orphans)
-            .into_iter()
-            .partition(|p| p.progress_token == token);
+        let (mine, others): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut st.orphans).into_iter().partition(|p| p.progress_token == token);
         st.orphans = others.into();
         let mut mine = mine;
         mine.sort_by(|a, b| a.progress.total_cmp(&b.progress));
@@ -221,10 +201,7 @@ impl ProgressRouter {
             route.deliver(p);
         }
         st.routes.insert(token.clone(), route);
-        RouteGuard {
-            router: self.clone(),
-            token,
-        }
+        RouteGuard { router: self.clone(), token }
     }
 
     fn dispatch(&self, p: ProgressNotificationParam) {
@@ -293,11 +270,7 @@ struct Handler {
 }
 
 impl ClientHandler for Handler {
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
         self.progress.dispatch(params);
     }
 
@@ -346,11 +319,7 @@ const STDERR_LINES: usize = 20;
 const STDERR_LINE_MAX: usize = 2048;
 
 impl ChildProc {
-    fn watch(
-        mut child: tokio::process::Child,
-        stderr: Option<tokio::process::ChildStderr>,
-        provider: String,
-    ) -> Self {
+    fn watch(mut child: tokio::process::Child, stderr: Option<tokio::process::ChildStderr>, provider: String) -> Self {
         let pid = child.id();
         let exited = CancellationToken::new();
         let status = Arc::new(Mutex::new(None));
@@ -370,9 +339,7 @@ impl ChildProc {
                         return;
                     }
                     tracing::debug!(target: "axp_providers::mcp::upstream", %provider, stderr = %text);
-                    let mut t = tail
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let mut t = tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                     if t.len() >= STDERR_LINES {
                         t.pop_front();
                     }
@@ -408,20 +375,12 @@ impl ChildProc {
                 };
                 // Let the stderr reader catch the last words (bounded: a grandchild may hold
                 // the pipe open).
-                let _ =
-                    tokio::time::timeout(Duration::from_millis(200), stderr_done.cancelled()).await;
-                *status
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(text);
+                let _ = tokio::time::timeout(Duration::from_millis(200), stderr_done.cancelled()).await;
+                *status.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(text);
                 exited.cancel();
             });
         }
-        Self {
-            pid,
-            exited,
-            status,
-            stderr_tail,
-        }
+        Self { pid, exited, status, stderr_tail }
     }
 
     /// `exit code 1; stderr: …last lines…`
@@ -432,20 +391,11 @@ impl ChildProc {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
             .unwrap_or_else(|| "still running".into());
-        let tail = self
-            .stderr_tail
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let tail = self.stderr_tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if tail.is_empty() {
             status
         } else {
-            let lines: Vec<&str> = tail
-                .iter()
-                .rev()
-                .take(3)
-                .rev()
-                .map(String::as_str)
-                .collect();
+            let lines: Vec<&str> = tail.iter().rev().take(3).rev().map(String::as_str).collect();
             format!("{status}; last stderr: {}", lines.join(" | "))
         }
     }
@@ -481,10 +431,7 @@ impl Conn {
     }
 
     fn kill(&self, reason: &str) {
-        let mut d = self
-            .death
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut d = self.death.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if d.is_none() {
             *d = Some(reason.to_string());
         }
@@ -509,16 +456,11 @@ struct Inner {
 
 impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn unavailable(&self, reason: String) -> ProviderError {
-        ProviderError::Unavailable {
-            provider: self.cfg.id.to_string(),
-            reason,
-        }
+        ProviderError::Unavailable { provider: self.cfg.id.to_string(), reason }
     }
 
     fn send(&self, e: ProviderEvent) {
@@ -554,18 +496,12 @@ fn tool_spec(tool: &rmcp::model::Tool) -> Result<ToolSpec, String> {
 }
 
 async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<ToolSpec>, String> {
-    let tools = peer
-        .list_all_tools()
-        .await
-        .map_err(|e| format!("tools/list failed: {e}"))?;
+    let tools = peer.list_all_tools().await.map_err(|e| format!("tools/list failed: {e}"))?;
     tools.iter().map(tool_spec).collect()
 }
 
 fn client_info() -> ClientConfig {
-    ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("axp", env!("CARGO_PKG_VERSION")),
-    )
+    ClientConfig::new(ClientCapabilities::default(), Implementation::new("axp", env!("CARGO_PKG_VERSION")))
 }
 
 impl Session {
@@ -583,18 +519,14 @@ impl Session {
         let (running, child) = match &inner.cfg.transport {
             McpTransport::Stdio(spec) => {
                 let mut spec = spec.clone();
-                spec.env
-                    .entry("PATH".into())
-                    .or_insert_with(|| DEFAULT_PATH.into());
+                spec.env.entry("PATH".into()).or_insert_with(|| DEFAULT_PATH.into());
                 let mut cmd = inner.launcher.command(&spec).map_err(|e| e.to_string())?;
                 cmd.stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .process_group(0)
                     .kill_on_drop(true);
-                let mut child = cmd
-                    .spawn()
-                    .map_err(|e| format!("cannot start `{}`: {e}", spec.program))?;
+                let mut child = cmd.spawn().map_err(|e| format!("cannot start `{}`: {e}", spec.program))?;
                 let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
                     return Err("the child's stdio pipes are missing".into());
                 };
@@ -610,11 +542,7 @@ impl Session {
                     Ok(r) => (r, Some(proc)),
                     Err(e) => {
                         // The usual cause is the process dying: wait briefly for its status.
-                        let _ = tokio::time::timeout(
-                            Duration::from_millis(500),
-                            proc.exited.cancelled(),
-                        )
-                        .await;
+                        let _ = tokio::time::timeout(Duration::from_millis(500), proc.exited.cancelled()).await;
                         return Err(format!("MCP handshake failed: {e} ({})", proc.describe()));
                     }
                 }
@@ -628,8 +556,7 @@ impl Session {
                         .map_err(|e| format!("bad value for header `{k}`: {e}"))?;
                     map.insert(name, value);
                 }
-                let config =
-                    StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
                 let transport = StreamableHttpClientTransport::from_config(config);
                 let running = serve_client_with_ct(handler, transport, service_ct.clone())
                     .await
@@ -653,15 +580,8 @@ impl Session {
             suspect: suspect_tx,
             pid,
         });
-        let mut session = Session {
-            conn,
-            service_ct,
-            waiting,
-            child,
-            relist: relist_rx,
-            suspect: suspect_rx,
-            tools: Vec::new(),
-        };
+        let mut session =
+            Session { conn, service_ct, waiting, child, relist: relist_rx, suspect: suspect_rx, tools: Vec::new() };
         let peer = session.conn.peer.clone();
         session.tools = session.or_death(list_tools(&peer)).await??;
         Ok(session)
@@ -669,11 +589,7 @@ impl Session {
 
     /// Runs `fut` unless the connection dies first (then `Err(reason)`).
     async fn or_death<F: std::future::Future>(&mut self, fut: F) -> Result<F::Output, String> {
-        let exited = self
-            .child
-            .as_ref()
-            .map(|c| c.exited.clone())
-            .unwrap_or_default();
+        let exited = self.child.as_ref().map(|c| c.exited.clone()).unwrap_or_default();
         tokio::select! {
             out = fut => Ok(out),
             _ = exited.cancelled() => Err(self.exit_reason()),
@@ -687,8 +603,7 @@ impl Session {
     async fn closed_reason(child: Option<&ChildProc>, closed: String) -> String {
         match child {
             Some(c) => {
-                let exited =
-                    tokio::time::timeout(Duration::from_secs(1), c.exited.cancelled()).await;
+                let exited = tokio::time::timeout(Duration::from_secs(1), c.exited.cancelled()).await;
                 if exited.is_ok() {
                     format!("the server process exited ({})", c.describe())
                 } else {
@@ -708,15 +623,9 @@ impl Session {
 
     /// Serves until the connection dies or the provider shuts down; returns why.
     async fn run(&mut self, inner: &Inner) -> String {
-        let exited = self
-            .child
-            .as_ref()
-            .map(|c| c.exited.clone())
-            .unwrap_or_default();
-        let mut heartbeat = tokio::time::interval_at(
-            tokio::time::Instant::now() + inner.cfg.heartbeat,
-            inner.cfg.heartbeat,
-        );
+        let exited = self.child.as_ref().map(|c| c.exited.clone()).unwrap_or_default();
+        let mut heartbeat =
+            tokio::time::interval_at(tokio::time::Instant::now() + inner.cfg.heartbeat, inner.cfg.heartbeat);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -769,10 +678,9 @@ impl Session {
             Err(reason) => Some(reason),
             Ok(Ok(Ok(_))) => None,
             Ok(Ok(Err(e))) => Some(format!("the server stopped answering (ping failed: {e})")),
-            Ok(Err(_)) => Some(format!(
-                "the server stopped answering (no answer to ping within {}s)",
-                within.as_secs_f64()
-            )),
+            Ok(Err(_)) => {
+                Some(format!("the server stopped answering (no answer to ping within {}s)", within.as_secs_f64()))
+            }
         }
     }
 
@@ -782,8 +690,7 @@ impl Session {
         self.conn.kill(reason);
         self.service_ct.cancel();
         if let Some(child) = self.child {
-            let _ =
-                tokio::time::timeout(Duration::from_millis(500), child.exited.cancelled()).await;
+            let _ = tokio::time::timeout(Duration::from_millis(500), child.exited.cancelled()).await;
             drop(child);
         }
     }
@@ -870,10 +777,7 @@ pub struct McpProvider {
 
 impl std::fmt::Debug for McpProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpProvider")
-            .field("id", &self.inner.cfg.id)
-            .field("status", &self.status())
-            .finish()
+        f.debug_struct("McpProvider").field("id", &self.inner.cfg.id).field("status", &self.status()).finish()
     }
 }
 
@@ -886,21 +790,14 @@ impl McpProvider {
         let inner = Arc::new(Inner {
             cfg,
             launcher,
-            state: Mutex::new(State {
-                conn: None,
-                reason: "the server is starting".into(),
-                tools: None,
-            }),
+            state: Mutex::new(State { conn: None, reason: "the server is starting".into(), tools: None }),
             events,
             shutdown: CancellationToken::new(),
         });
         let (first_tx, first_rx) = oneshot::channel();
         let handle = tokio::spawn(supervise(inner.clone(), first_tx));
         let _ = first_rx.await;
-        Arc::new(McpProvider {
-            inner,
-            supervisor: Mutex::new(Some(handle)),
-        })
+        Arc::new(McpProvider { inner, supervisor: Mutex::new(Some(handle)) })
     }
 
     /// Serving or not, and why not.
@@ -908,9 +805,7 @@ impl McpProvider {
         let st = self.inner.lock();
         match &st.conn {
             Some(_) => McpStatus::Available,
-            None => McpStatus::Unavailable {
-                reason: st.reason.clone(),
-            },
+            None => McpStatus::Unavailable { reason: st.reason.clone() },
         }
     }
 
@@ -922,35 +817,24 @@ impl McpProvider {
 
     /// `resources/list` (every page), raw MCP `Resource` objects.
     pub async fn list_resources(&self) -> Result<Vec<Value>, ProviderError> {
-        self.passthrough("resources/list", |peer| async move {
-            peer.list_all_resources().await
-        })
-        .await
+        self.passthrough("resources/list", |peer| async move { peer.list_all_resources().await }).await
     }
 
     /// `resources/templates/list` (every page), raw MCP `ResourceTemplate` objects.
     pub async fn list_resource_templates(&self) -> Result<Vec<Value>, ProviderError> {
-        self.passthrough("resources/templates/list", |peer| async move {
-            peer.list_all_resource_templates().await
-        })
-        .await
+        self.passthrough("resources/templates/list", |peer| async move { peer.list_all_resource_templates().await })
+            .await
     }
 
     /// `resources/read`, the raw `ReadResourceResult` (`{"contents": [...]}`).
     pub async fn read_resource(&self, uri: &str) -> Result<Value, ProviderError> {
         let params = ReadResourceRequestParams::new(uri);
-        self.passthrough("resources/read", |peer| async move {
-            peer.read_resource(params).await
-        })
-        .await
+        self.passthrough("resources/read", |peer| async move { peer.read_resource(params).await }).await
     }
 
     /// `prompts/list` (every page), raw MCP `Prompt` objects.
     pub async fn list_prompts(&self) -> Result<Vec<Value>, ProviderError> {
-        self.passthrough("prompts/list", |peer| async move {
-            peer.list_all_prompts().await
-        })
-        .await
+        self.passthrough("prompts/list", |peer| async move { peer.list_all_prompts().await }).await
     }
 
     /// `prompts/get`, the raw `GetPromptResult` (`{"description"?, "messages": [...]}`).
@@ -960,10 +844,7 @@ impl McpProvider {
         arguments: serde_json::Map<String, Value>,
     ) -> Result<Value, ProviderError> {
         let params = GetPromptRequestParams::new(name).with_arguments(arguments);
-        self.passthrough("prompts/get", |peer| async move {
-            peer.get_prompt(params).await
-        })
-        .await
+        self.passthrough("prompts/get", |peer| async move { peer.get_prompt(params).await }).await
     }
 
     /// Runs one request on the live connection with the call timeout, and returns its answer
@@ -985,20 +866,15 @@ impl McpProvider {
             }
         };
         match res {
-            Err(_) => Err(ProviderError::Timeout {
-                tool: what.to_string(),
-                secs: timeout.as_secs_f64().ceil() as u64,
-            }),
+            Err(_) => Err(ProviderError::Timeout { tool: what.to_string(), secs: timeout.as_secs_f64().ceil() as u64 }),
             Ok(Err(e)) => Err(self.map_error(&conn, e).await),
-            Ok(Ok(r)) => serde_json::to_value(r)
-                .and_then(serde_json::from_value)
-                .map_err(|e| {
-                    ProviderError::Upstream(RpcError {
-                        code: i64::from(rmcp::model::ErrorCode::INTERNAL_ERROR.0),
-                        message: format!("the server's {what} answer cannot be read: {e}"),
-                        data: None,
-                    })
-                }),
+            Ok(Ok(r)) => serde_json::to_value(r).and_then(serde_json::from_value).map_err(|e| {
+                ProviderError::Upstream(RpcError {
+                    code: i64::from(rmcp::model::ErrorCode::INTERNAL_ERROR.0),
+                    message: format!("the server's {what} answer cannot be read: {e}"),
+                    data: None,
+                })
+            }),
         }
     }
 
@@ -1022,8 +898,7 @@ impl McpProvider {
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 // If the process died, its watcher says so within moments: prefer that reason.
                 let _ = conn.suspect.send(());
-                let _ =
-                    tokio::time::timeout(Duration::from_millis(300), conn.dead.cancelled()).await;
+                let _ = tokio::time::timeout(Duration::from_millis(300), conn.dead.cancelled()).await;
                 let reason = if conn.dead.is_cancelled() {
                     conn.death_reason()
                 } else {
@@ -1059,15 +934,13 @@ fn to_output(result: ServerResult) -> Result<ToolOutput, ProviderError> {
         // rmcp decodes a content-less result as one of the other shapes; read it as ours.
         other => serde_json::to_value(other),
     };
-    value
-        .and_then(serde_json::from_value::<ToolOutput>)
-        .map_err(|e| {
-            ProviderError::Upstream(RpcError {
-                code: i64::from(rmcp::model::ErrorCode::INTERNAL_ERROR.0),
-                message: format!("the server's tools/call result cannot be read: {e}"),
-                data: None,
-            })
+    value.and_then(serde_json::from_value::<ToolOutput>).map_err(|e| {
+        ProviderError::Upstream(RpcError {
+            code: i64::from(rmcp::model::ErrorCode::INTERNAL_ERROR.0),
+            message: format!("the server's tools/call result cannot be read: {e}"),
+            data: None,
         })
+    })
 }
 
 impl Drop for McpProvider {
@@ -1102,19 +975,12 @@ impl Provider for McpProvider {
         let tool = call.tool.clone();
         let params = CallToolRequestParams::new(call.tool).with_arguments(call.arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = match conn
-            .peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await
-        {
+        let handle = match conn.peer.send_request_with_option(request, PeerRequestOptions::no_options()).await {
             Ok(h) => h,
             Err(e) => return Err(self.map_error(&conn, e).await),
         };
         let _route = conn.progress.register(handle.progress_token.clone(), sink);
-        let mut abandon = AbandonGuard {
-            peer: conn.peer.clone(),
-            id: Some(handle.id.clone()),
-        };
+        let mut abandon = AbandonGuard { peer: conn.peer.clone(), id: Some(handle.id.clone()) };
         let result = tokio::select! {
             r = handle.await_response() => {
                 abandon.disarm();
@@ -1158,11 +1024,7 @@ impl Provider for McpProvider {
 
     async fn shutdown(&self) -> Result<(), ProviderError> {
         self.inner.shutdown.cancel();
-        let handle = self
-            .supervisor
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
+        let handle = self.supervisor.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         if let Some(h) = handle {
             let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
         }
@@ -1177,10 +1039,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_the_cap() {
-        let p = RestartPolicy {
-            initial_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(1),
-        };
+        let p = RestartPolicy { initial_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(1) };
         assert_eq!(p.delay(0), Duration::from_millis(100));
         assert_eq!(p.delay(1), Duration::from_millis(200));
         assert_eq!(p.delay(3), Duration::from_millis(800));

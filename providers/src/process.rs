@@ -28,8 +28,7 @@ const PIPE_GRACE: Duration = Duration::from_millis(300);
 
 /// Default `PATH` for tools whose configuration does not set one: the launcher passes the
 /// environment exactly as given, and most commands (and every `sh -c` template) need a `PATH`.
-pub(crate) const DEFAULT_PATH: &str =
-    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// What to do with one output stream.
 #[derive(Debug, Clone, Copy)]
@@ -109,10 +108,7 @@ pub(crate) fn kill_group(pgid: u32) {
         // broadcast kill.
         return;
     }
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(raw),
-        nix::sys::signal::Signal::SIGKILL,
-    );
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(raw), nix::sys::signal::Signal::SIGKILL);
 }
 
 /// Kills the group when dropped unless disarmed: a call future dropped half-way (the gateway
@@ -167,12 +163,7 @@ impl Utf8Chunker {
     }
 }
 
-async fn pump<R: AsyncRead + Unpin>(
-    mut reader: R,
-    capture: Capture,
-    sink: JobSink,
-    stdout: bool,
-) -> Captured {
+async fn pump<R: AsyncRead + Unpin>(mut reader: R, capture: Capture, sink: JobSink, stdout: bool) -> Captured {
     let mut buf = vec![0u8; READ_CHUNK];
     let mut kept: VecDeque<u8> = VecDeque::new();
     let mut total: u64 = 0;
@@ -181,11 +172,7 @@ async fn pump<R: AsyncRead + Unpin>(
         if text.is_empty() {
             return;
         }
-        sink.emit(if stdout {
-            JobEventKind::Stdout { data: text }
-        } else {
-            JobEventKind::Stderr { data: text }
-        });
+        sink.emit(if stdout { JobEventKind::Stdout { data: text } } else { JobEventKind::Stderr { data: text } });
     };
     loop {
         let n = match reader.read(&mut buf).await {
@@ -214,10 +201,7 @@ async fn pump<R: AsyncRead + Unpin>(
     if capture.emit {
         emit(chunker.finish());
     }
-    Captured {
-        bytes: kept.into(),
-        total,
-    }
+    Captured { bytes: kept.into(), total }
 }
 
 /// How to run one call's process.
@@ -244,21 +228,10 @@ pub(crate) async fn run(
     sink: JobSink,
     cancel: CancellationToken,
 ) -> Result<Finished, ProviderError> {
-    let RunOptions {
-        tool,
-        timeout,
-        stdout,
-        stderr,
-    } = *how;
+    let RunOptions { tool, timeout, stdout, stderr } = *how;
     let mut cmd = launcher.command(spec)?;
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| ProviderError::io(format!("cannot start `{}`", spec.program), e))?;
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| ProviderError::io(format!("cannot start `{}`", spec.program), e))?;
     let mut guard = GroupGuard { pgid: child.id() };
     let out = child.stdout.take().map(|r| {
         let sink = sink.clone();
@@ -309,16 +282,10 @@ pub(crate) async fn run(
             }
             // A process outside the group (it called setsid) may still hold a pipe: stop
             // waiting for it after one more grace period.
-            tokio::time::timeout(PIPE_GRACE, &mut readers)
-                .await
-                .unwrap_or_default()
+            tokio::time::timeout(PIPE_GRACE, &mut readers).await.unwrap_or_default()
         }
     };
-    Ok(Finished {
-        status,
-        stdout,
-        stderr,
-    })
+    Ok(Finished { status, stdout, stderr })
 }
 
 fn abort(task: Option<JoinHandle<Captured>>) {
@@ -353,10 +320,7 @@ mod tests {
 
     #[test]
     fn captured_text_notes_truncation() {
-        let c = Captured {
-            bytes: b"tail".to_vec(),
-            total: 10,
-        };
+        let c = Captured { bytes: b"tail".to_vec(), total: 10 };
         assert!(c.truncated());
         assert_eq!(c.text(true), "[… 6 earlier bytes omitted …]\ntail");
         assert!(c.text(false).ends_with("[… 6 further bytes omitted …]"));

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use axp_protocol::ToolCall;
 use axp_providers::{
-    CancellationToken, DirectLauncher, McpConfig, McpProvider, McpStatus, McpTransport, Provider,
-    ProviderEvent, ProviderId, RestartPolicy,
+    CancellationToken, DirectLauncher, McpConfig, McpProvider, McpStatus, McpTransport, Provider, ProviderEvent,
+    ProviderId, RestartPolicy,
 };
 use serde_json::json;
 
@@ -17,11 +17,7 @@ use super::support::{Recorder, args, base_env, everything_js, fixtures, wait_eve
 
 /// A port that was free a moment ago on 127.0.0.1.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Starts server-everything over HTTP on `port` and waits until it accepts connections.
@@ -42,10 +38,7 @@ async fn serve_http(port: u16) -> tokio::process::Child {
         .expect("node must be installed");
     let ready = tokio::time::timeout(Duration::from_secs(15), async {
         loop {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -59,28 +52,18 @@ async fn serve_http(port: u16) -> tokio::process::Child {
 fn config(port: u16, headers: BTreeMap<String, String>) -> McpConfig {
     let mut c = McpConfig::new(
         ProviderId("web".into()),
-        McpTransport::Http {
-            url: format!("http://127.0.0.1:{port}/mcp"),
-            headers,
-        },
+        McpTransport::Http { url: format!("http://127.0.0.1:{port}/mcp"), headers },
     );
     c.timeout = Duration::from_secs(10);
     c.connect_timeout = Duration::from_secs(10);
     c.heartbeat = Duration::from_millis(500);
     c.heartbeat_timeout = Duration::from_secs(5);
-    c.restart = RestartPolicy {
-        initial_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_millis(500),
-    };
+    c.restart = RestartPolicy { initial_backoff: Duration::from_millis(100), max_backoff: Duration::from_millis(500) };
     c
 }
 
 fn call(tool: &str, a: serde_json::Value) -> ToolCall {
-    ToolCall {
-        tool: tool.into(),
-        arguments: args(a),
-        meta: None,
-    }
+    ToolCall { tool: tool.into(), arguments: args(a), meta: None }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,23 +76,14 @@ async fn http_lists_calls_and_streams_progress() {
     assert_eq!(p.server_pid(), None);
     let tools = p.tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "get-sum"));
-    let out = p
-        .call(
-            call("echo", json!({"message": "over http"})),
-            Recorder::new(),
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let out =
+        p.call(call("echo", json!({"message": "over http"})), Recorder::new(), CancellationToken::new()).await.unwrap();
     assert_eq!(out.joined_text(), "Echo: over http");
 
     let sink = Recorder::new();
     let out = p
         .call(
-            call(
-                "trigger-long-running-operation",
-                json!({"duration": 1, "steps": 3}),
-            ),
+            call("trigger-long-running-operation", json!({"duration": 1, "steps": 3})),
             sink.clone(),
             CancellationToken::new(),
         )
@@ -127,18 +101,9 @@ async fn http_server_that_appears_later_is_picked_up_by_the_retry_loop() {
     let mut events = p.events().unwrap();
     assert!(matches!(p.status(), McpStatus::Unavailable { .. }));
     let _server = serve_http(port).await;
-    wait_event(&mut events, Duration::from_secs(10), |e| {
-        *e == ProviderEvent::Available
-    })
-    .await;
-    let out = p
-        .call(
-            call("get-sum", json!({"a": 1, "b": 2})),
-            Recorder::new(),
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    wait_event(&mut events, Duration::from_secs(10), |e| *e == ProviderEvent::Available).await;
+    let out =
+        p.call(call("get-sum", json!({"a": 1, "b": 2})), Recorder::new(), CancellationToken::new()).await.unwrap();
     assert_eq!(out.joined_text(), "The sum of 1 and 2 is 3.");
     p.shutdown().await.unwrap();
 }
@@ -168,48 +133,24 @@ async fn http_server_killed_mid_call_fails_the_call_and_recovers_on_restart() {
         let (p, sink) = (p.clone(), sink.clone());
         tokio::spawn(async move {
             p.call(
-                call(
-                    "trigger-long-running-operation",
-                    json!({"duration": 10, "steps": 20}),
-                ),
+                call("trigger-long-running-operation", json!({"duration": 10, "steps": 20})),
                 sink,
                 CancellationToken::new(),
             )
             .await
         })
     };
-    assert!(
-        super::support::eventually(Duration::from_secs(5), || !sink.progress().is_empty()).await
-    );
+    assert!(super::support::eventually(Duration::from_secs(5), || !sink.progress().is_empty()).await);
     let t0 = std::time::Instant::now();
     server.kill().await.unwrap();
     let res = task.await.unwrap();
-    assert!(
-        matches!(res, Err(axp_providers::ProviderError::Unavailable { .. })),
-        "{res:?}"
-    );
-    assert!(
-        t0.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        t0.elapsed()
-    );
-    wait_event(&mut events, Duration::from_secs(5), |e| {
-        matches!(e, ProviderEvent::Unavailable { .. })
-    })
-    .await;
+    assert!(matches!(res, Err(axp_providers::ProviderError::Unavailable { .. })), "{res:?}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "took {:?}", t0.elapsed());
+    wait_event(&mut events, Duration::from_secs(5), |e| matches!(e, ProviderEvent::Unavailable { .. })).await;
     let _server = serve_http(port).await;
-    wait_event(&mut events, Duration::from_secs(10), |e| {
-        *e == ProviderEvent::Available
-    })
-    .await;
-    let out = p
-        .call(
-            call("echo", json!({"message": "again"})),
-            Recorder::new(),
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    wait_event(&mut events, Duration::from_secs(10), |e| *e == ProviderEvent::Available).await;
+    let out =
+        p.call(call("echo", json!({"message": "again"})), Recorder::new(), CancellationToken::new()).await.unwrap();
     assert_eq!(out.joined_text(), "Echo: again");
     p.shutdown().await.unwrap();
 }

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use axp_protocol::ToolCall;
 use axp_providers::{
-    CancellationToken, DirectLauncher, McpConfig, McpProvider, McpStatus, McpTransport, Provider,
-    ProviderId,
+    CancellationToken, DirectLauncher, McpConfig, McpProvider, McpStatus, McpTransport, Provider, ProviderId,
 };
 use serde_json::json;
 

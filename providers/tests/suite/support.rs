@@ -22,33 +22,25 @@ pub(super) fn fixtures() -> PathBuf {
 }
 
 fn require(path: PathBuf, how: &str) -> PathBuf {
-    assert!(
-        path.exists(),
-        "{} is missing; install the test servers first: {how}",
-        path.display()
-    );
+    assert!(path.exists(), "{} is missing; install the test servers first: {how}", path.display());
     path
 }
 
 const NPM_HINT: &str = "`npm ci --prefix tests/fixtures` (from the repository root)";
-const PIP_HINT: &str = "`python3 -m venv .venv && .venv/bin/pip install -r tests/fixtures/requirements.txt` (from the repository root)";
+const PIP_HINT: &str =
+    "`python3 -m venv .venv && .venv/bin/pip install -r tests/fixtures/requirements.txt` (from the repository root)";
 
 /// `@modelcontextprotocol/server-everything`'s entry script.
 pub(super) fn everything_js() -> PathBuf {
     require(
-        repo_root().join(
-            "tests/fixtures/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
-        ),
+        repo_root().join("tests/fixtures/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
         NPM_HINT,
     )
 }
 
 /// The TypeScript SDK's ESM build, for `fixture_server.mjs`.
 pub(super) fn sdk_esm() -> PathBuf {
-    require(
-        repo_root().join("tests/fixtures/node_modules/@modelcontextprotocol/sdk/dist/esm"),
-        NPM_HINT,
-    )
+    require(repo_root().join("tests/fixtures/node_modules/@modelcontextprotocol/sdk/dist/esm"), NPM_HINT)
 }
 
 pub(super) fn time_server() -> PathBuf {
@@ -85,10 +77,7 @@ pub(super) fn everything_spec() -> ProcessSpec {
 pub(super) fn fixture_spec() -> ProcessSpec {
     let js = fixtures().join("fixture_server.mjs");
     let mut s = spec("node", &[js.to_str().expect("utf-8 path")]);
-    s.env.insert(
-        "MCP_SDK_ESM".into(),
-        sdk_esm().to_str().expect("utf-8 path").into(),
-    );
+    s.env.insert("MCP_SDK_ESM".into(), sdk_esm().to_str().expect("utf-8 path").into());
     s
 }
 
@@ -115,9 +104,7 @@ impl Recorder {
         self.events()
             .into_iter()
             .filter_map(|e| match e {
-                JobEventKind::Progress {
-                    progress, total, ..
-                } => Some((progress, total)),
+                JobEventKind::Progress { progress, total, .. } => Some((progress, total)),
                 _ => None,
             })
             .collect()
