@@ -126,20 +126,13 @@ impl StdioClient {
             // The server is gone: dropping the senders fails every waiting call.
             lock(&p).clear();
         });
-        Ok(Self {
-            child,
-            tx,
-            pending,
-            next_id: AtomicU64::new(1),
-        })
+        Ok(Self { child, tx, pending, next_id: AtomicU64::new(1) })
     }
 
     fn send(&self, msg: &Value) -> Result<()> {
         let mut line = serde_json::to_vec(msg)?;
         line.push(b'\n');
-        self.tx
-            .send(line)
-            .map_err(|_| anyhow!("the MCP server's stdin is closed"))
+        self.tx.send(line).map_err(|_| anyhow!("the MCP server's stdin is closed"))
     }
 
     async fn request(&self, method: &str, params: Value) -> Result<Value> {
@@ -147,9 +140,7 @@ impl StdioClient {
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
-        let resp = rx
-            .await
-            .map_err(|_| anyhow!("the MCP server exited before answering `{method}`"))?;
+        let resp = rx.await.map_err(|_| anyhow!("the MCP server exited before answering `{method}`"))?;
         take_result(resp)
     }
 
@@ -185,17 +176,8 @@ struct HttpClient {
 
 impl HttpClient {
     fn new(url: &str) -> Result<Self> {
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(1)
-            .build()?;
-        Ok(Self {
-            http,
-            url: url.to_string(),
-            session: None,
-            next_id: 1,
-        })
+        let http = reqwest::Client::builder().no_proxy().tcp_nodelay(true).pool_max_idle_per_host(1).build()?;
+        Ok(Self { http, url: url.to_string(), session: None, next_id: 1 })
     }
 
     async fn post(&self, body: &Value) -> Result<reqwest::Response> {
@@ -214,9 +196,7 @@ impl HttpClient {
     async fn request(&mut self, method: &str, params: Value) -> Result<Value> {
         let id = self.next_id;
         self.next_id += 1;
-        let resp = self
-            .post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await?;
+        let resp = self.post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
         let status = resp.status();
         let bytes = resp.bytes().await?;
         let msg: Value = serde_json::from_slice(&bytes).with_context(|| {
@@ -242,9 +222,7 @@ impl HttpClient {
             .context("the gateway's initialize answer has no Mcp-Session-Id header")?;
         take_result(resp.json().await?)?;
         self.session = Some(session);
-        let r = self
-            .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await?;
+        let r = self.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await?;
         if !r.status().is_success() {
             bail!("notifications/initialized answered HTTP {}", r.status());
         }
@@ -256,9 +234,7 @@ fn take_result(msg: Value) -> Result<Value> {
     if let Some(e) = msg.get("error") {
         bail!("JSON-RPC error: {e}");
     }
-    msg.get("result")
-        .cloned()
-        .ok_or_else(|| anyhow!("a response without result: {msg}"))
+    msg.get("result").cloned().ok_or_else(|| anyhow!("a response without result: {msg}"))
 }
 
 fn echo_params() -> Value {
@@ -271,10 +247,7 @@ fn gw_echo_params() -> Value {
 
 /// A tools/call result must carry the echoed message, or the figures would measure errors.
 fn check_echo(result: &Value) -> Result<()> {
-    let text = result
-        .pointer("/content/0/text")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let text = result.pointer("/content/0/text").and_then(Value::as_str).unwrap_or("");
     if result.get("isError") == Some(&Value::Bool(true)) || !text.contains(MESSAGE) {
         bail!("echo returned something else: {result}");
     }
@@ -346,10 +319,9 @@ fn descendants(root: u32) -> Vec<u32> {
     let mut all: Vec<(u32, u32)> = Vec::new();
     if let Ok(rd) = std::fs::read_dir("/proc") {
         for e in rd.flatten() {
-            if let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) {
-                if let Some(pp) = parent_of(pid) {
-                    all.push((pid, pp));
-                }
+            let pid = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok());
+            if let Some((pid, pp)) = pid.and_then(|p| parent_of(p).map(|pp| (p, pp))) {
+                all.push((pid, pp));
             }
         }
     }
@@ -368,18 +340,11 @@ fn descendants(root: u32) -> Vec<u32> {
 
 fn sample(gateway: Option<u32>, upstream: Option<u32>) -> Cpu {
     let (gw, up) = match (gateway, upstream) {
-        (Some(g), _) => (
-            proc_cpu(g),
-            descendants(g).into_iter().map(proc_cpu).sum::<f64>(),
-        ),
+        (Some(g), _) => (proc_cpu(g), descendants(g).into_iter().map(proc_cpu).sum::<f64>()),
         (None, Some(u)) => (0.0, proc_cpu(u)),
         (None, None) => (0.0, 0.0),
     };
-    Cpu {
-        client: proc_cpu(std::process::id()),
-        gateway: gw,
-        upstream: up,
-    }
+    Cpu { client: proc_cpu(std::process::id()), gateway: gw, upstream: up }
 }
 
 fn cpu_per_call(before: Cpu, after: Cpu, calls: usize, with_gateway: bool) -> Vec<(&'static str, f64)> {
@@ -438,16 +403,7 @@ where
         back.push(w);
     }
     let wall = start.elapsed();
-    Ok((
-        Phase {
-            name,
-            lat,
-            wall,
-            wanted,
-            cpu: Vec::new(),
-        },
-        back,
-    ))
+    Ok((Phase { name, lat, wall, wanted, cpu: Vec::new() }, back))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -458,9 +414,7 @@ fn main() -> Result<()> {
     let args = Args::parse();
     // One client thread for both paths, so the client's own cost is the same on each and it
     // never takes more than one of the machine's cores from the gateway and the server.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(run(args))
 }
 
@@ -513,36 +467,13 @@ async fn run(args: Args) -> Result<()> {
         }};
     }
 
-    let _ = measure!(
-        "direct stdio, 1 client".into(),
-        vec![direct.clone()],
-        args.seq,
-        direct_call,
-        false
-    );
+    let _ = measure!("direct stdio, 1 client".into(), vec![direct.clone()], args.seq, direct_call, false);
     let first = gw_clients.remove(0);
-    let mut back = measure!(
-        "gateway HTTP, 1 client".into(),
-        vec![first],
-        args.seq,
-        gw_call,
-        true
-    );
+    let mut back = measure!("gateway HTTP, 1 client".into(), vec![first], args.seq, gw_call, true);
     gw_clients.insert(0, back.remove(0));
-    let _ = measure!(
-        format!("direct stdio, {n} in flight"),
-        vec![direct.clone(); n],
-        args.per_client,
-        direct_call,
-        false
-    );
-    let gw_clients = measure!(
-        format!("gateway HTTP, {n} clients"),
-        gw_clients,
-        args.per_client,
-        gw_call,
-        true
-    );
+    let _ =
+        measure!(format!("direct stdio, {n} in flight"), vec![direct.clone(); n], args.per_client, direct_call, false);
+    let gw_clients = measure!(format!("gateway HTTP, {n} clients"), gw_clients, args.per_client, gw_call, true);
 
     // --- the gateway without the upstream ---------------------------------------------------
     let ping = |mut c: HttpClient| async move {
@@ -561,28 +492,10 @@ async fn run(args: Args) -> Result<()> {
     };
     let mut gw_clients = gw_clients;
     let first = gw_clients.remove(0);
-    let back = measure!(
-        "gateway ping, 1 client".into(),
-        vec![first],
-        args.seq,
-        ping,
-        true
-    );
-    let back = measure!(
-        "gateway axp.index, 1 client".into(),
-        back,
-        args.seq,
-        index,
-        true
-    );
+    let back = measure!("gateway ping, 1 client".into(), vec![first], args.seq, ping, true);
+    let back = measure!("gateway axp.index, 1 client".into(), back, args.seq, index, true);
     gw_clients.extend(back);
-    let gw_clients = measure!(
-        format!("gateway ping, {n} clients"),
-        gw_clients,
-        args.per_client,
-        ping,
-        true
-    );
+    let gw_clients = measure!(format!("gateway ping, {n} clients"), gw_clients, args.per_client, ping, true);
     // A stateless MCP client (no Mcp-Session-Id): the gateway opens a session per call.
     let stateless = |c: HttpClient| async move {
         let r = c.post(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": gw_echo_params()})).await;
@@ -620,16 +533,9 @@ fn report(phases: &[Phase], n: usize, args: &Args) {
     );
     for p in phases {
         let cpu: Vec<String> = p.cpu.iter().map(|(_, v)| format!("{v:.0}")).collect();
-        let cpu = if p.cpu.len() == 2 {
-            format!("{} / - / {}", cpu[0], cpu[1])
-        } else {
-            cpu.join(" / ")
-        };
-        let cut = if p.calls() < p.wanted {
-            format!(" (time limit: {} of {})", p.calls(), p.wanted)
-        } else {
-            String::new()
-        };
+        let cpu = if p.cpu.len() == 2 { format!("{} / - / {}", cpu[0], cpu[1]) } else { cpu.join(" / ") };
+        let cut =
+            if p.calls() < p.wanted { format!(" (time limit: {} of {})", p.calls(), p.wanted) } else { String::new() };
         println!(
             "{:<36} {:>7} {:>9.0} {:>8.3} {:>8.3}   {cpu}{cut}",
             p.name,
