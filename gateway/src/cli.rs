@@ -129,7 +129,7 @@ pub struct ClientArgs {
 #[derive(Debug, Args)]
 pub struct IndexArgs {
     /// Words to search for (BM25 over names, descriptions and parameters).
-    pub query: Option<String>,
+    pub query: Vec<String>,
     #[arg(long, default_value_t = 100)]
     pub limit: usize,
     #[command(flatten)]

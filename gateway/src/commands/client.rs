@@ -99,7 +99,8 @@ impl Client {
 
 pub async fn index(a: IndexArgs) -> Result<i32> {
     let mut c = Client::new(&a.client);
-    let r = c.call("axp.index", json!({"query": a.query, "limit": a.limit})).await?;
+    let query = (!a.query.is_empty()).then(|| a.query.join(" "));
+    let r = c.call("axp.index", json!({"query": query, "limit": a.limit})).await?;
     if a.client.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(0);

@@ -3,6 +3,7 @@
 pub mod attacks;
 pub mod bad_input;
 pub mod caps;
+pub mod cli;
 pub mod egress;
 pub mod fleet;
 pub mod jobs;
