@@ -29,14 +29,8 @@ pub enum InstallError {
     #[error(transparent)]
     Manifest(#[from] ManifestError),
     /// The artifact's digest differs from the manifest's: it changed after it was published.
-    #[error(
-        "the artifact {path} was tampered with: its sha256 is {actual}, but the manifest says {expected}"
-    )]
-    Tampered {
-        path: PathBuf,
-        expected: String,
-        actual: String,
-    },
+    #[error("the artifact {path} was tampered with: its sha256 is {actual}, but the manifest says {expected}")]
+    Tampered { path: PathBuf, expected: String, actual: String },
     /// The artifact's digest differs from the one the operator gave with `--sha256`.
     #[error("wrong digest: --sha256 expects {expected}, but the artifact's sha256 is {actual}")]
     WrongDigest { expected: String, actual: String },
@@ -197,12 +191,7 @@ fn locate(source: &Path) -> Result<(Manifest, PathBuf), InstallError> {
     Ok((m, dir))
 }
 
-fn verify_signature(
-    manifest: &Manifest,
-    dir: &Path,
-    artifact: &[u8],
-    pubkey: &str,
-) -> Result<String, InstallError> {
+fn verify_signature(manifest: &Manifest, dir: &Path, artifact: &[u8], pubkey: &str) -> Result<String, InstallError> {
     let key = if Path::new(pubkey).is_file() {
         minisign_verify::PublicKey::from_file(pubkey)
     } else {
@@ -242,10 +231,7 @@ async fn probe(
             grants.resolve_override = ctx.resolve_override.clone();
             let p = WasmProvider::new(&ctx.runtime, &manifest.id, bytes, grants).await?;
             if p.info().id != manifest.id {
-                return Err(InstallError::IdMismatch {
-                    expected: manifest.id.clone(),
-                    found: p.info().id.clone(),
-                });
+                return Err(InstallError::IdMismatch { expected: manifest.id.clone(), found: p.info().id.clone() });
             }
             let tools = axp_providers::Provider::tools(&p).await.unwrap_or_default();
             Ok((Arc::new(p), tools))
@@ -255,16 +241,12 @@ async fn probe(
                 id: manifest.id.clone(),
                 library: artifact_path.to_path_buf(),
                 helper: ctx.helper.clone(),
-                policy: ProcessPolicy {
-                    net: manifest.capabilities.net.clone(),
-                    ..Default::default()
-                },
+                policy: ProcessPolicy { net: manifest.capabilities.net.clone(), ..Default::default() },
                 trusted: ctx.trusted.contains(&manifest.id),
                 call_timeout: ctx.native_timeout,
             };
-            let p = DylibProvider::new(cfg, ctx.launcher.clone())
-                .await
-                .map_err(|e| InstallError::Native(e.to_string()))?;
+            let p =
+                DylibProvider::new(cfg, ctx.launcher.clone()).await.map_err(|e| InstallError::Native(e.to_string()))?;
             let tools = axp_providers::Provider::tools(&p).await.unwrap_or_default();
             Ok((Arc::new(p), tools))
         }
@@ -289,10 +271,7 @@ pub async fn install(
     if let Some(expected) = &opts.expected_sha256
         && !expected.trim().eq_ignore_ascii_case(&actual)
     {
-        return Err(InstallError::WrongDigest {
-            expected: expected.trim().to_ascii_lowercase(),
-            actual,
-        });
+        return Err(InstallError::WrongDigest { expected: expected.trim().to_ascii_lowercase(), actual });
     }
     if !manifest.sha256.eq_ignore_ascii_case(&actual) {
         return Err(InstallError::Tampered {
@@ -348,9 +327,7 @@ pub async fn install(
         dir: rel,
         artifact: manifest.artifact.clone(),
         signed_by,
-        installed_at: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        installed_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         tools: tools.iter().map(|t| t.name.clone()).collect(),
         capabilities: manifest.capabilities.clone(),
     };
@@ -374,10 +351,7 @@ fn lock_path(state_dir: &Path) -> PathBuf {
 fn read_lock(state_dir: &Path) -> Result<LockFile, InstallError> {
     let path = lock_path(state_dir);
     match std::fs::read_to_string(&path) {
-        Ok(text) => toml::from_str(&text).map_err(|e| InstallError::Lock {
-            path,
-            message: e.to_string(),
-        }),
+        Ok(text) => toml::from_str(&text).map_err(|e| InstallError::Lock { path, message: e.to_string() }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(LockFile::default()),
         Err(e) => Err(io(format!("cannot read {}", path.display()))(e)),
     }
@@ -388,10 +362,8 @@ fn write_lock(state_dir: &Path, lock: &LockFile) -> Result<(), InstallError> {
     std::fs::create_dir_all(state_dir).map_err(io(format!("cannot create {}", state_dir.display())))?;
     let path = lock_path(state_dir);
     let tmp = state_dir.join(format!(".{LOCK_FILE}.tmp"));
-    let text = toml::to_string_pretty(lock).map_err(|e| InstallError::Lock {
-        path: path.clone(),
-        message: e.to_string(),
-    })?;
+    let text =
+        toml::to_string_pretty(lock).map_err(|e| InstallError::Lock { path: path.clone(), message: e.to_string() })?;
     std::fs::write(&tmp, format!("# Installed AXP plugins; written by `axp provider`.\n{text}"))
         .map_err(io(format!("cannot write {}", tmp.display())))?;
     std::fs::rename(&tmp, &path).map_err(io(format!("cannot write {}", path.display())))
@@ -404,10 +376,8 @@ pub fn list(state_dir: &Path) -> Result<Vec<Installed>, InstallError> {
 
 /// One installed plugin with its manifest.
 pub fn inspect(state_dir: &Path, id: &str) -> Result<(Installed, Manifest), InstallError> {
-    let entry = list(state_dir)?
-        .into_iter()
-        .find(|p| p.id == id)
-        .ok_or_else(|| InstallError::NotInstalled(id.to_string()))?;
+    let entry =
+        list(state_dir)?.into_iter().find(|p| p.id == id).ok_or_else(|| InstallError::NotInstalled(id.to_string()))?;
     let manifest = Manifest::load(&state_dir.join(&entry.dir).join(MANIFEST_FILE))?;
     Ok((entry, manifest))
 }
@@ -435,17 +405,16 @@ pub async fn load_one(state_dir: &Path, entry: &Installed, ctx: &HostContext) ->
     let bytes = std::fs::read(&artifact).map_err(io(format!("cannot read {}", artifact.display())))?;
     let actual = sha256_hex(&bytes);
     if actual != entry.sha256 {
-        return Err(InstallError::Tampered {
-            path: artifact,
-            expected: entry.sha256.clone(),
-            actual,
-        });
+        return Err(InstallError::Tampered { path: artifact, expected: entry.sha256.clone(), actual });
     }
     Ok(probe(ctx, &manifest, &artifact, &bytes).await?.0)
 }
 
 /// Loads every installed plugin; one that fails is reported and skipped, never fatal.
-pub async fn load_installed_with(state_dir: &Path, ctx: &HostContext) -> Vec<(String, Result<DynProvider, InstallError>)> {
+pub async fn load_installed_with(
+    state_dir: &Path,
+    ctx: &HostContext,
+) -> Vec<(String, Result<DynProvider, InstallError>)> {
     let entries = match list(state_dir) {
         Ok(e) => e,
         Err(e) => return vec![(LOCK_FILE.to_string(), Err(e))],

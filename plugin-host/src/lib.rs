@@ -11,12 +11,11 @@ mod output;
 pub mod wasm;
 
 pub use install::{
-    HostContext, InstallError, InstallOptions, Installed, LOCK_FILE, inspect, install, list,
-    load_installed, load_installed_with, load_one, remove, sha256_hex,
+    HostContext, InstallError, InstallOptions, Installed, LOCK_FILE, inspect, install, list, load_installed,
+    load_installed_with, load_one, remove, sha256_hex,
 };
 pub use manifest::{ABI_VERSION, Capabilities, MANIFEST_FILE, Manifest, ManifestError, PluginKind};
 pub use native::{
-    DylibConfig, DylibProvider, HelperCommand, NativeError, NativeLib, PLUGIN_HOST_ARG,
-    plugin_host_main,
+    DylibConfig, DylibProvider, HelperCommand, NativeError, NativeLib, PLUGIN_HOST_ARG, plugin_host_main,
 };
 pub use wasm::{WasmError, WasmGrants, WasmLimits, WasmPlugin, WasmProvider, WasmRuntime};

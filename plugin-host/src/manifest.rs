@@ -97,11 +97,7 @@ pub enum ManifestError {
         "plugin `{id}` was built for plugin ABI {found}, but this host speaks ABI {expected}; \
          hint: rebuild the plugin against plugins/wit/axp-provider@{expected}"
     )]
-    AbiMismatch {
-        id: String,
-        found: String,
-        expected: String,
-    },
+    AbiMismatch { id: String, found: String, expected: String },
     /// One or more fields break the rules; every problem is listed.
     #[error("manifest of `{id}` is refused: {}", problems.join("; "))]
     Invalid { id: String, problems: Vec<String> },
@@ -113,14 +109,10 @@ pub enum ManifestError {
 impl Manifest {
     /// Reads and validates a manifest file.
     pub fn load(path: &Path) -> Result<Self, ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let manifest = Self::parse(&text).map_err(|message| ManifestError::Syntax {
-            path: path.to_path_buf(),
-            message,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ManifestError::Read { path: path.to_path_buf(), source })?;
+        let manifest =
+            Self::parse(&text).map_err(|message| ManifestError::Syntax { path: path.to_path_buf(), message })?;
         manifest.validate()?;
         Ok(manifest)
     }
@@ -147,46 +139,28 @@ impl Manifest {
         }
         let mut problems = Vec::new();
         if !valid_id(&self.id) {
-            problems.push(format!(
-                "id `{}` must match [a-z0-9][a-z0-9_-]* and be at most 32 characters",
-                self.id
-            ));
+            problems.push(format!("id `{}` must match [a-z0-9][a-z0-9_-]* and be at most 32 characters", self.id));
         }
         if !valid_version(&self.version) {
-            problems.push(format!(
-                "version `{}` must be MAJOR.MINOR.PATCH (digits, optional -suffix)",
-                self.version
-            ));
+            problems.push(format!("version `{}` must be MAJOR.MINOR.PATCH (digits, optional -suffix)", self.version));
         }
         if !(self.sha256.len() == 64 && self.sha256.bytes().all(|b| b.is_ascii_hexdigit())) {
             problems.push("sha256 must be 64 hex digits".to_string());
         }
         if !plain_relative(&self.artifact) {
-            problems.push(format!(
-                "artifact `{}` must be a file name next to the manifest",
-                self.artifact
-            ));
+            problems.push(format!("artifact `{}` must be a file name next to the manifest", self.artifact));
         }
         if let Some(sig) = &self.signature
             && !plain_relative(&sig.minisign)
         {
-            problems.push(format!(
-                "signature.minisign `{}` must be a file name next to the manifest",
-                sig.minisign
-            ));
+            problems.push(format!("signature.minisign `{}` must be a file name next to the manifest", sig.minisign));
         }
         if !problems.is_empty() {
-            return Err(ManifestError::Invalid {
-                id: self.id.clone(),
-                problems,
-            });
+            return Err(ManifestError::Invalid { id: self.id.clone(), problems });
         }
         let over = over_reach(&self.capabilities);
         if !over.is_empty() {
-            return Err(ManifestError::OverReach {
-                id: self.id.clone(),
-                problems: over,
-            });
+            return Err(ManifestError::OverReach { id: self.id.clone(), problems: over });
         }
         Ok(())
     }
@@ -203,9 +177,7 @@ pub fn over_reach(caps: &Capabilities) -> Vec<String> {
     }
     for p in &caps.fs {
         if p.starts_with('/') || p.starts_with('~') {
-            out.push(format!(
-                "fs `{p}`: only workspace-relative directories may be granted, never host paths"
-            ));
+            out.push(format!("fs `{p}`: only workspace-relative directories may be granted, never host paths"));
         } else if p.split('/').any(|c| c == "..") {
             out.push(format!("fs `{p}`: `..` would leave the workspace"));
         } else if p.is_empty() {
@@ -215,12 +187,9 @@ pub fn over_reach(caps: &Capabilities) -> Vec<String> {
     for s in &caps.secrets {
         let ok = !s.is_empty()
             && s.len() <= 64
-            && s.bytes()
-                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+            && s.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
         if !ok {
-            out.push(format!(
-                "secret `{s}`: names are [A-Z0-9_]+ and at most 64 characters"
-            ));
+            out.push(format!("secret `{s}`: names are [A-Z0-9_]+ and at most 64 characters"));
         }
     }
     out
@@ -246,13 +215,8 @@ fn check_domain(d: &str) -> Result<(), &'static str> {
         return Err("IP literals cannot be granted to a plugin; grant a domain name");
     }
     let labels: Vec<&str> = name.split('.').collect();
-    if labels.iter().any(|l| {
-        l.is_empty()
-            || l.len() > 63
-            || !l
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    }) {
+    if labels.iter().any(|l| l.is_empty() || l.len() > 63 || !l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+    {
         return Err("not a valid domain name");
     }
     if host.starts_with("*.") && labels.len() < 2 {
@@ -286,25 +250,17 @@ fn valid_id(id: &str) -> bool {
     !b.is_empty()
         && b.len() <= 32
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
 }
 
 fn valid_version(v: &str) -> bool {
     let core = v.split_once('-').map_or(v, |(c, _)| c);
     let parts: Vec<&str> = core.split('.').collect();
-    parts.len() == 3
-        && parts
-            .iter()
-            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn plain_relative(name: &str) -> bool {
-    !name.is_empty()
-        && !name.contains('/')
-        && !name.contains('\\')
-        && name != "."
-        && name != ".."
+    !name.is_empty() && !name.contains('/') && !name.contains('\\') && name != "." && name != ".."
 }
 
 #[cfg(test)]
@@ -361,10 +317,7 @@ mod tests {
 
     #[test]
     fn round_trips_as_toml() {
-        let m = manifest(Capabilities {
-            net: vec!["api.example.test".into()],
-            ..Default::default()
-        });
+        let m = manifest(Capabilities { net: vec!["api.example.test".into()], ..Default::default() });
         assert_eq!(Manifest::parse(&m.to_toml()).unwrap(), m);
         assert!(Manifest::parse("id = 1").is_err());
     }

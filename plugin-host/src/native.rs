@@ -22,8 +22,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axp_protocol::{ErrorCode as RpcCode, RpcError, ToolCall, ToolOutput, ToolSpec};
 use axp_providers::{
-    CancellationToken, JobSink, Launcher, ProcessPolicy, ProcessSpec, Provider, ProviderError,
-    ProviderEvent, ProviderId,
+    CancellationToken, JobSink, Launcher, ProcessPolicy, ProcessSpec, Provider, ProviderError, ProviderEvent,
+    ProviderId,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -83,11 +83,7 @@ pub enum NativeError {
         "{path} was built for native plugin ABI {found}, but this host speaks ABI {expected}; \
          hint: rebuild it against plugins/include/axp_plugin.h {expected}"
     )]
-    AbiMismatch {
-        path: PathBuf,
-        found: String,
-        expected: String,
-    },
+    AbiMismatch { path: PathBuf, found: String, expected: String },
 }
 
 /// What a native call returned.
@@ -121,18 +117,14 @@ impl NativeLib {
     /// Loads `path` in this process and checks its ABI version. Only for the helper process,
     /// or the gateway itself when the operator trusts the plugin.
     pub fn open(path: &Path) -> Result<Self, NativeError> {
-        let load_err = |message: String| NativeError::Load {
-            path: path.to_path_buf(),
-            message,
-        };
+        let load_err = |message: String| NativeError::Load { path: path.to_path_buf(), message };
         // SAFETY: loading runs the library's initialisers. The library was installed with a
         // verified digest, and by default this runs in the sandboxed helper process, where the
         // damage a bad library can do is confined.
         let lib = unsafe { libloading::Library::new(path) }.map_err(|e| load_err(e.to_string()))?;
         // SAFETY: the symbol's type is fixed by axp_plugin.h: `const AxpPluginV0 *(void)`.
         let entry: libloading::Symbol<unsafe extern "C" fn() -> *const VTable> =
-            unsafe { lib.get(b"axp_plugin_v0\0") }
-                .map_err(|e| load_err(format!("no `axp_plugin_v0` symbol: {e}")))?;
+            unsafe { lib.get(b"axp_plugin_v0\0") }.map_err(|e| load_err(format!("no `axp_plugin_v0` symbol: {e}")))?;
         // SAFETY: calling the entry point as the header defines it; it takes no arguments.
         let ptr = unsafe { entry() };
         if ptr.is_null() {
@@ -193,11 +185,7 @@ impl NativeLib {
     }
 
     fn empty() -> AxpBuf {
-        AxpBuf {
-            ptr: std::ptr::null_mut(),
-            len: 0,
-            cap: 0,
-        }
+        AxpBuf { ptr: std::ptr::null_mut(), len: 0, cap: 0 }
     }
 
     /// `info()`.
@@ -221,15 +209,7 @@ impl NativeLib {
         let mut out = Self::empty();
         // SAFETY: every pointer/length pair borrows a live `&str` for the call's duration.
         let status = unsafe {
-            (self.vt.call)(
-                name.as_ptr(),
-                name.len(),
-                args.as_ptr(),
-                args.len(),
-                meta.as_ptr(),
-                meta.len(),
-                &mut out,
-            )
+            (self.vt.call)(name.as_ptr(), name.len(), args.as_ptr(), args.len(), meta.as_ptr(), meta.len(), &mut out)
         };
         self.finish(status, out)
     }
@@ -259,10 +239,7 @@ fn outcome_from_json(v: &Value) -> NativeOutcome {
     let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
     match v["status"].as_str() {
         Some("ok") => NativeOutcome::Ok(s("json")),
-        Some("tool_error") => NativeOutcome::ToolError {
-            kind: s("kind"),
-            message: s("message"),
-        },
+        Some("tool_error") => NativeOutcome::ToolError { kind: s("kind"), message: s("message") },
         Some("bad_input") => NativeOutcome::BadInput,
         Some("not_found") => NativeOutcome::NotFound,
         _ => NativeOutcome::Panic(s("message")),
@@ -310,7 +287,9 @@ pub fn plugin_host_main(args: impl IntoIterator<Item = OsString>) -> ! {
                 };
                 match result {
                     Some(o) => json!({"jsonrpc": "2.0", "id": req["id"], "result": outcome_json(o)}),
-                    None => json!({"jsonrpc": "2.0", "id": req["id"], "error": RpcError::method_not_found(req["method"].as_str().unwrap_or(""))}),
+                    None => {
+                        json!({"jsonrpc": "2.0", "id": req["id"], "error": RpcError::method_not_found(req["method"].as_str().unwrap_or(""))})
+                    }
                 }
             }
             Err(e) => json!({"jsonrpc": "2.0", "id": null, "error": RpcError::parse(e.to_string())}),
@@ -333,10 +312,7 @@ pub struct HelperCommand {
 impl HelperCommand {
     /// This executable with `__plugin-host`: right for the `axp` binary.
     pub fn current_exe() -> std::io::Result<Self> {
-        Ok(Self {
-            program: std::env::current_exe()?,
-            args: vec![PLUGIN_HOST_ARG.to_string()],
-        })
+        Ok(Self { program: std::env::current_exe()?, args: vec![PLUGIN_HOST_ARG.to_string()] })
     }
 }
 
@@ -365,7 +341,7 @@ enum Backend {
     Helper {
         launcher: Arc<dyn Launcher>,
         // Calls are serialised per plugin: one helper answers one request at a time.
-        helper: tokio::sync::Mutex<Option<Helper>>,
+        helper: Box<tokio::sync::Mutex<Option<Helper>>>,
     },
 }
 
@@ -392,20 +368,10 @@ impl DylibProvider {
             let lib = NativeLib::open(&cfg.library).map_err(|e| ProviderError::Config(e.to_string()))?;
             Backend::InProcess(lib)
         } else {
-            Backend::Helper {
-                launcher,
-                helper: tokio::sync::Mutex::new(None),
-            }
+            Backend::Helper { launcher, helper: Box::new(tokio::sync::Mutex::new(None)) }
         };
         let (events, _) = broadcast::channel(16);
-        let mut p = Self {
-            id: ProviderId(cfg.id.clone()),
-            cfg,
-            backend,
-            tools: Vec::new(),
-            info: Value::Null,
-            events,
-        };
+        let mut p = Self { id: ProviderId(cfg.id.clone()), cfg, backend, tools: Vec::new(), info: Value::Null, events };
         let info = p.request("info", json!({}), "info").await?;
         let NativeOutcome::Ok(info) = info else {
             return Err(p.unavailable(format!("info() failed: {info:?}")));
@@ -434,10 +400,7 @@ impl DylibProvider {
     }
 
     fn unavailable(&self, reason: String) -> ProviderError {
-        ProviderError::Unavailable {
-            provider: self.id.0.clone(),
-            reason,
-        }
+        ProviderError::Unavailable { provider: self.id.0.clone(), reason }
     }
 
     async fn spawn_helper(&self, launcher: &dyn Launcher) -> Result<Helper, ProviderError> {
@@ -456,22 +419,13 @@ impl DylibProvider {
             policy,
         };
         let mut cmd = launcher.command(&spec)?;
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| ProviderError::io(format!("starting the plugin host for `{}`", self.id), e))?;
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
+        let mut child =
+            cmd.spawn().map_err(|e| ProviderError::io(format!("starting the plugin host for `{}`", self.id), e))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(self.unavailable("the plugin host has no stdio pipes".into()));
         };
-        Ok(Helper {
-            child,
-            stdin,
-            stdout: BufReader::new(stdout).lines(),
-            next_id: 1,
-        })
+        Ok(Helper { child, stdin, stdout: BufReader::new(stdout).lines(), next_id: 1 })
     }
 
     async fn request(&self, method: &str, params: Value, what: &str) -> Result<NativeOutcome, ProviderError> {
@@ -568,7 +522,12 @@ impl Provider for DylibProvider {
         Ok(self.tools.clone())
     }
 
-    async fn call(&self, call: ToolCall, _sink: JobSink, cancel: CancellationToken) -> Result<ToolOutput, ProviderError> {
+    async fn call(
+        &self,
+        call: ToolCall,
+        _sink: JobSink,
+        cancel: CancellationToken,
+    ) -> Result<ToolOutput, ProviderError> {
         if !self.tools.iter().any(|t| t.name == call.tool) {
             return Err(ProviderError::UnknownTool(call.tool));
         }
@@ -592,9 +551,9 @@ impl Provider for DylibProvider {
                 RpcCode::InternalError,
                 format!("native plugin `{}` panicked in `{}`: {m}", self.id, call.tool),
             ))),
-            NativeOutcome::BadInput => Err(ProviderError::InvalidArguments(
-                "the plugin could not read the arguments".into(),
-            )),
+            NativeOutcome::BadInput => {
+                Err(ProviderError::InvalidArguments("the plugin could not read the arguments".into()))
+            }
             NativeOutcome::NotFound => Err(ProviderError::UnknownTool(call.tool)),
         }
     }

@@ -11,10 +11,7 @@ pub(crate) fn to_tool_output(json: &str) -> ToolOutput {
         Ok(v) if v.get("content").is_some_and(Value::is_array) => {
             serde_json::from_value(v).unwrap_or_else(|_| ToolOutput::text(json))
         }
-        Ok(v @ Value::Object(_)) => ToolOutput {
-            structured_content: Some(v),
-            ..ToolOutput::text(json)
-        },
+        Ok(v @ Value::Object(_)) => ToolOutput { structured_content: Some(v), ..ToolOutput::text(json) },
         _ => ToolOutput::text(json),
     }
 }

@@ -19,8 +19,7 @@ use axp_protocol::{ErrorCode as RpcCode, RpcError, ToolCall, ToolOutput, ToolSpe
 use axp_providers::{CancellationToken, JobSink, Provider, ProviderError, ProviderId};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
-    UpdateDeadline,
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, UpdateDeadline,
 };
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::bindings::http::types::ErrorCode as HttpErrorCode;
@@ -67,11 +66,7 @@ pub struct WasmLimits {
 
 impl Default for WasmLimits {
     fn default() -> Self {
-        Self {
-            memory_bytes: 64 << 20,
-            call_timeout: Duration::from_secs(30),
-            max_instances: 256,
-        }
+        Self { memory_bytes: 64 << 20, call_timeout: Duration::from_secs(30), max_instances: 256 }
     }
 }
 
@@ -148,8 +143,7 @@ impl WasmRuntime {
         let engine = Engine::new(&config).map_err(WasmError::Engine)?;
         let mut linker: Linker<HostState> = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(WasmError::Engine)?;
-        wasmtime_wasi_http::add_only_http_to_linker_async(&mut linker)
-            .map_err(WasmError::Engine)?;
+        wasmtime_wasi_http::add_only_http_to_linker_async(&mut linker).map_err(WasmError::Engine)?;
         bindings::axp::provider::host::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(WasmError::Engine)?;
         bindings::axp::provider::types::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)
@@ -194,19 +188,10 @@ impl WasmRuntime {
         let component = Component::from_binary(&self.inner.engine, bytes).map_err(WasmError::Compile)?;
         let wanted = format!("axp:provider/plugin@{ABI_VERSION}");
         let ty = component.component_type();
-        let exports: Vec<String> = ty
-            .exports(&self.inner.engine)
-            .map(|(name, _)| name.to_string())
-            .collect();
-        if !exports.iter().any(|e| *e == wanted) {
-            if let Some(found) = exports
-                .iter()
-                .find_map(|e| e.strip_prefix("axp:provider/plugin@"))
-            {
-                return Err(WasmError::AbiMismatch {
-                    found: found.to_string(),
-                    expected: ABI_VERSION.to_string(),
-                });
+        let exports: Vec<String> = ty.exports(&self.inner.engine).map(|(name, _)| name.to_string()).collect();
+        if !exports.contains(&wanted) {
+            if let Some(found) = exports.iter().find_map(|e| e.strip_prefix("axp:provider/plugin@")) {
+                return Err(WasmError::AbiMismatch { found: found.to_string(), expected: ABI_VERSION.to_string() });
             }
             return Err(WasmError::NotAPlugin(exports.join(", ")));
         }
@@ -229,17 +214,10 @@ pub struct WasmGrants {
 impl WasmGrants {
     /// The grants of a manifest's capabilities, with secrets taken from `secret_source` for the
     /// declared names only.
-    pub fn from_capabilities(
-        caps: &Capabilities,
-        secret_source: &dyn Fn(&str) -> Option<String>,
-    ) -> Self {
+    pub fn from_capabilities(caps: &Capabilities, secret_source: &dyn Fn(&str) -> Option<String>) -> Self {
         Self {
             net: caps.net.clone(),
-            secrets: caps
-                .secrets
-                .iter()
-                .filter_map(|n| secret_source(n).map(|v| (n.clone(), v)))
-                .collect(),
+            secrets: caps.secrets.iter().filter_map(|n| secret_source(n).map(|v| (n.clone(), v))).collect(),
             resolve_override: HashMap::new(),
         }
     }
@@ -268,12 +246,7 @@ struct MemLimiter {
 }
 
 impl ResourceLimiter for MemLimiter {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> anyhow::Result<bool> {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> anyhow::Result<bool> {
         if desired > self.max {
             self.hit = true;
             anyhow::bail!("memory limit of {} bytes reached", self.max);
@@ -281,22 +254,14 @@ impl ResourceLimiter for MemLimiter {
         Ok(true)
     }
 
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> anyhow::Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> anyhow::Result<bool> {
         Ok(desired <= 1_000_000)
     }
 }
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
     }
 }
 
@@ -319,10 +284,7 @@ impl WasiHttpView for HostState {
         let Some(host) = request.uri().host().map(str::to_string) else {
             return Err(HttpErrorCode::HttpRequestUriInvalid.into());
         };
-        let port = request
-            .uri()
-            .port_u16()
-            .unwrap_or(if config.use_tls { 443 } else { 80 });
+        let port = request.uri().port_u16().unwrap_or(if config.use_tls { 443 } else { 80 });
         if !net_allows(&self.shared.grants.net, &host, port) {
             tracing::warn!(plugin = %self.shared.id, %host, port, "plugin HTTP request denied: domain not granted");
             return Err(HttpErrorCode::HttpRequestDenied.into());
@@ -343,9 +305,7 @@ impl WasiHttpView for HostState {
             .map(|a| SocketAddr::new(a.ip(), port).to_string())
             .unwrap_or_else(|| format!("{host}:{port}"));
         tracing::debug!(plugin = %self.shared.id, %host, port, "plugin HTTP request allowed");
-        let handle = wasmtime_wasi::runtime::spawn(async move {
-            Ok(send_plain(request, target, config).await)
-        });
+        let handle = wasmtime_wasi::runtime::spawn(async move { Ok(send_plain(request, target, config).await) });
         Ok(HostFutureIncomingResponse::pending(handle))
     }
 }
@@ -363,13 +323,11 @@ async fn send_plain(
         .await
         .map_err(|_| HttpErrorCode::ConnectionTimeout)?
         .map_err(|_| HttpErrorCode::ConnectionRefused)?;
-    let (mut sender, conn) = timeout(
-        config.connect_timeout,
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)),
-    )
-    .await
-    .map_err(|_| HttpErrorCode::ConnectionTimeout)?
-    .map_err(wasmtime_wasi_http::hyper_request_error)?;
+    let (mut sender, conn) =
+        timeout(config.connect_timeout, hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)))
+            .await
+            .map_err(|_| HttpErrorCode::ConnectionTimeout)?
+            .map_err(wasmtime_wasi_http::hyper_request_error)?;
     let worker = wasmtime_wasi::runtime::spawn(async move {
         if let Err(e) = conn.await {
             tracing::debug!("plugin HTTP connection ended: {e}");
@@ -377,13 +335,8 @@ async fn send_plain(
     });
     // The request line carries only the path; the Host header keeps the name.
     let authority = request.uri().authority().map(|a| a.to_string());
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or("/".to_string(), |p| p.as_str().to_string());
-    *request.uri_mut() = path
-        .parse()
-        .map_err(|_| HttpErrorCode::HttpRequestUriInvalid)?;
+    let path = request.uri().path_and_query().map_or("/".to_string(), |p| p.as_str().to_string());
+    *request.uri_mut() = path.parse().map_err(|_| HttpErrorCode::HttpRequestUriInvalid)?;
     if let Some(a) = authority
         && !request.headers().contains_key(http::header::HOST)
         && let Ok(v) = http::HeaderValue::from_str(&a)
@@ -395,11 +348,7 @@ async fn send_plain(
         .map_err(|_| HttpErrorCode::ConnectionReadTimeout)?
         .map_err(wasmtime_wasi_http::hyper_request_error)?
         .map(|body| body.map_err(wasmtime_wasi_http::hyper_request_error).boxed());
-    Ok(IncomingResponse {
-        resp,
-        worker: Some(worker),
-        between_bytes_timeout: config.between_bytes_timeout,
-    })
+    Ok(IncomingResponse { resp, worker: Some(worker), between_bytes_timeout: config.between_bytes_timeout })
 }
 
 impl bindings::axp::provider::types::Host for HostState {}
@@ -447,36 +396,16 @@ pub struct PluginInfo {
 /// The outcome of one raw call.
 enum CallOutcome {
     Ok(Result<String, ToolError>),
-    Trap {
-        message: String,
-        timed_out: bool,
-        memory: bool,
-    },
+    Trap { message: String, timed_out: bool, memory: bool },
 }
 
 impl WasmPlugin {
     /// Compiles and links `bytes`; fails if the component needs imports the host lacks.
-    pub fn load(
-        runtime: &WasmRuntime,
-        id: &str,
-        bytes: &[u8],
-        grants: WasmGrants,
-    ) -> Result<Self, WasmError> {
+    pub fn load(runtime: &WasmRuntime, id: &str, bytes: &[u8], grants: WasmGrants) -> Result<Self, WasmError> {
         let component = runtime.compile(bytes)?;
-        let pre = runtime
-            .inner
-            .linker
-            .instantiate_pre(&component)
-            .map_err(WasmError::Link)?;
+        let pre = runtime.inner.linker.instantiate_pre(&component).map_err(WasmError::Link)?;
         let pre = bindings::AxpProviderPre::new(pre).map_err(WasmError::Link)?;
-        Ok(Self {
-            runtime: runtime.clone(),
-            pre,
-            shared: Arc::new(Shared {
-                id: id.to_string(),
-                grants,
-            }),
-        })
+        Ok(Self { runtime: runtime.clone(), pre, shared: Arc::new(Shared { id: id.to_string(), grants }) })
     }
 
     fn store(&self) -> Store<HostState> {
@@ -487,10 +416,7 @@ impl WasmPlugin {
             wasi,
             http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
-            limiter: MemLimiter {
-                max: limits.memory_bytes,
-                hit: false,
-            },
+            limiter: MemLimiter { max: limits.memory_bytes, hit: false },
             shared: self.shared.clone(),
             timed_out: false,
         };
@@ -514,47 +440,24 @@ impl WasmPlugin {
     pub async fn probe(&self) -> Result<(PluginInfo, Vec<ToolSpec>), WasmError> {
         let _slot = self.runtime.inner.slots.acquire().await;
         let mut store = self.store();
-        let inst = self
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| WasmError::Probe(format!("{e:#}")))?;
+        let inst = self.pre.instantiate_async(&mut store).await.map_err(|e| WasmError::Probe(format!("{e:#}")))?;
         let plugin = inst.axp_provider_plugin();
-        let info = plugin
-            .call_info(&mut store)
-            .await
-            .map_err(|e| WasmError::Probe(format!("info: {e:#}")))?;
+        let info = plugin.call_info(&mut store).await.map_err(|e| WasmError::Probe(format!("info: {e:#}")))?;
         if info.abi != ABI_VERSION {
-            return Err(WasmError::AbiMismatch {
-                found: info.abi,
-                expected: ABI_VERSION.into(),
-            });
+            return Err(WasmError::AbiMismatch { found: info.abi, expected: ABI_VERSION.into() });
         }
-        let tools = plugin
-            .call_list_tools(&mut store)
-            .await
-            .map_err(|e| WasmError::Probe(format!("list-tools: {e:#}")))?;
+        let tools =
+            plugin.call_list_tools(&mut store).await.map_err(|e| WasmError::Probe(format!("list-tools: {e:#}")))?;
         let tools: Vec<ToolSpec> = serde_json::from_str(&tools)
             .map_err(|e| WasmError::Probe(format!("list-tools returned invalid JSON: {e}")))?;
-        Ok((
-            PluginInfo {
-                id: info.id,
-                version: info.version,
-                abi: info.abi,
-                description: info.description,
-            },
-            tools,
-        ))
+        Ok((PluginInfo { id: info.id, version: info.version, abi: info.abi, description: info.description }, tools))
     }
 
     /// Instantiates the plugin once without calling it (for the benchmark).
     pub async fn instantiate_only(&self) -> Result<(), WasmError> {
         let _slot = self.runtime.inner.slots.acquire().await;
         let mut store = self.store();
-        self.pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| WasmError::Probe(format!("{e:#}")))?;
+        self.pre.instantiate_async(&mut store).await.map_err(|e| WasmError::Probe(format!("{e:#}")))?;
         Ok(())
     }
 
@@ -566,9 +469,7 @@ impl WasmPlugin {
         let mut store = self.store();
         let result = async {
             let inst = self.pre.instantiate_async(&mut store).await?;
-            inst.axp_provider_plugin()
-                .call_call(&mut store, name, args, meta)
-                .await
+            inst.axp_provider_plugin().call_call(&mut store, name, args, meta).await
         }
         .await;
         Ok(match result {
@@ -584,10 +485,7 @@ impl WasmPlugin {
     /// One call, mapped to the provider contract.
     pub async fn call(&self, call: &ToolCall) -> Result<ToolOutput, ProviderError> {
         let args = serde_json::Value::Object(call.arguments.clone()).to_string();
-        let meta = call
-            .meta
-            .as_ref()
-            .map_or_else(|| "null".to_string(), |m| m.to_string());
+        let meta = call.meta.as_ref().map_or_else(|| "null".to_string(), |m| m.to_string());
         let id = &self.shared.id;
         let limits = &self.runtime.inner.limits;
         match self.raw_call(&call.tool, &args, &meta).await? {
@@ -597,10 +495,9 @@ impl WasmPlugin {
                 ErrorKind::UnknownTool => Err(ProviderError::UnknownTool(call.tool.clone())),
                 ErrorKind::Denied | ErrorKind::Failed => Ok(ToolOutput::error_text(e.message)),
             },
-            CallOutcome::Trap { timed_out: true, .. } => Err(ProviderError::Timeout {
-                tool: call.tool.clone(),
-                secs: limits.call_timeout.as_secs().max(1),
-            }),
+            CallOutcome::Trap { timed_out: true, .. } => {
+                Err(ProviderError::Timeout { tool: call.tool.clone(), secs: limits.call_timeout.as_secs().max(1) })
+            }
             CallOutcome::Trap { memory: true, .. } => Err(ProviderError::Upstream(RpcError::new(
                 RpcCode::LimitExceeded,
                 format!(
@@ -633,20 +530,10 @@ impl std::fmt::Debug for WasmProvider {
 
 impl WasmProvider {
     /// Compiles, links and probes a plugin (instantiating it once to list its tools).
-    pub async fn new(
-        runtime: &WasmRuntime,
-        id: &str,
-        bytes: &[u8],
-        grants: WasmGrants,
-    ) -> Result<Self, WasmError> {
+    pub async fn new(runtime: &WasmRuntime, id: &str, bytes: &[u8], grants: WasmGrants) -> Result<Self, WasmError> {
         let plugin = WasmPlugin::load(runtime, id, bytes, grants)?;
         let (info, tools) = plugin.probe().await?;
-        Ok(Self {
-            id: ProviderId(id.to_string()),
-            plugin,
-            info,
-            tools,
-        })
+        Ok(Self { id: ProviderId(id.to_string()), plugin, info, tools })
     }
 
     /// What the plugin reported about itself.

@@ -73,10 +73,7 @@ pub struct RemoveArgs {
 
 /// Runs one `axp provider` subcommand; returns the exit code.
 pub fn run(args: ProviderArgs) -> Result<i32> {
-    let state_dir = args
-        .state_dir
-        .clone()
-        .unwrap_or_else(crate::commands::serve::default_state_dir);
+    let state_dir = args.state_dir.clone().unwrap_or_else(crate::commands::serve::default_state_dir);
     match args.command {
         ProviderCommand::Add(a) => add(a, state_dir),
         ProviderCommand::List(a) => {
@@ -129,10 +126,7 @@ fn add(a: AddArgs, state_dir: PathBuf) -> Result<i32> {
         }
     };
     let ctx = HostContext::new(launcher).context("cannot prepare the plugin host")?;
-    let opts = InstallOptions {
-        expected_sha256: a.sha256,
-        pubkey: a.pubkey,
-    };
+    let opts = InstallOptions { expected_sha256: a.sha256, pubkey: a.pubkey };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -37,11 +37,7 @@ pub(super) fn copy_dist(name: &str, into: &Path) -> PathBuf {
 }
 
 pub(super) fn limits() -> WasmLimits {
-    WasmLimits {
-        memory_bytes: 32 << 20,
-        call_timeout: Duration::from_millis(500),
-        max_instances: 128,
-    }
+    WasmLimits { memory_bytes: 32 << 20, call_timeout: Duration::from_millis(500), max_instances: 128 }
 }
 
 /// Native helpers run as this crate's `axp-plugin-host` binary, started directly: these tests
@@ -50,10 +46,7 @@ pub(super) fn ctx() -> HostContext {
     HostContext {
         runtime: WasmRuntime::new(limits()).unwrap(),
         launcher: Arc::new(DirectLauncher),
-        helper: HelperCommand {
-            program: PathBuf::from(env!("CARGO_BIN_EXE_axp-plugin-host")),
-            args: vec![],
-        },
+        helper: HelperCommand { program: PathBuf::from(env!("CARGO_BIN_EXE_axp-plugin-host")), args: vec![] },
         secrets: Default::default(),
         resolve_override: Default::default(),
         trusted: vec![],

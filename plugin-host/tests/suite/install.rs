@@ -14,9 +14,8 @@ use super::common::*;
 async fn install_list_call_remove() {
     let state = tempfile::tempdir().unwrap();
     let ctx = ctx();
-    let (entry, tools) = axp_plugin_host::install(&dist("hello"), &InstallOptions::default(), state.path(), &ctx, &quiet)
-        .await
-        .unwrap();
+    let (entry, tools) =
+        axp_plugin_host::install(&dist("hello"), &InstallOptions::default(), state.path(), &ctx, &quiet).await.unwrap();
     assert_eq!(entry.id, "hello");
     let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["echo", "noop", "fetch"]);
@@ -54,9 +53,8 @@ async fn a_bare_wasm_file_installs_with_no_capabilities() {
     let tmp = tempfile::tempdir().unwrap();
     let bare = tmp.path().join("hello.wasm");
     std::fs::copy(dist("hello").join("hello.wasm"), &bare).unwrap();
-    let (entry, _) = axp_plugin_host::install(&bare, &InstallOptions::default(), state.path(), &ctx(), &quiet)
-        .await
-        .unwrap();
+    let (entry, _) =
+        axp_plugin_host::install(&bare, &InstallOptions::default(), state.path(), &ctx(), &quiet).await.unwrap();
     assert_eq!(entry.id, "hello");
     assert!(entry.capabilities.net.is_empty());
 }
@@ -71,9 +69,8 @@ async fn tampered_artifact_is_refused() {
     bytes[n - 10] ^= 0xff;
     std::fs::write(&wasm, bytes).unwrap();
     let state = tempfile::tempdir().unwrap();
-    let err = axp_plugin_host::install(&dir, &InstallOptions::default(), state.path(), &ctx(), &quiet)
-        .await
-        .unwrap_err();
+    let err =
+        axp_plugin_host::install(&dir, &InstallOptions::default(), state.path(), &ctx(), &quiet).await.unwrap_err();
     assert!(matches!(err, InstallError::Tampered { .. }), "{err}");
     assert!(err.to_string().contains("tampered"), "{err}");
     assert!(axp_plugin_host::list(state.path()).unwrap().is_empty());
@@ -83,9 +80,7 @@ async fn tampered_artifact_is_refused() {
 async fn tampering_after_install_is_refused_at_load() {
     let state = tempfile::tempdir().unwrap();
     let ctx = ctx();
-    axp_plugin_host::install(&dist("hello"), &InstallOptions::default(), state.path(), &ctx, &quiet)
-        .await
-        .unwrap();
+    axp_plugin_host::install(&dist("hello"), &InstallOptions::default(), state.path(), &ctx, &quiet).await.unwrap();
     let wasm = state.path().join("plugins/hello/0.1.0/hello.wasm");
     let mut bytes = std::fs::read(&wasm).unwrap();
     bytes.push(0);
@@ -99,9 +94,7 @@ async fn tampering_after_install_is_refused_at_load() {
 async fn wrong_digest_is_refused() {
     let state = tempfile::tempdir().unwrap();
     let opts = InstallOptions { expected_sha256: Some("ab".repeat(32)), pubkey: None };
-    let err = axp_plugin_host::install(&dist("hello"), &opts, state.path(), &ctx(), &quiet)
-        .await
-        .unwrap_err();
+    let err = axp_plugin_host::install(&dist("hello"), &opts, state.path(), &ctx(), &quiet).await.unwrap_err();
     assert!(matches!(err, InstallError::WrongDigest { .. }), "{err}");
     assert!(err.to_string().contains(&"ab".repeat(32)), "{err}");
     // The right digest passes.

@@ -12,12 +12,8 @@ use serde_json::json;
 use super::common::*;
 
 async fn call(p: &dyn Provider, tool: &str, a: serde_json::Value) -> Result<ToolOutput, ProviderError> {
-    p.call(
-        ToolCall { tool: tool.into(), arguments: args(a), meta: None },
-        Arc::new(NullSink),
-        CancellationToken::new(),
-    )
-    .await
+    p.call(ToolCall { tool: tool.into(), arguments: args(a), meta: None }, Arc::new(NullSink), CancellationToken::new())
+        .await
 }
 
 fn cfg(name: &str, lib: &str, trusted: bool) -> DylibConfig {
@@ -36,9 +32,10 @@ fn cfg(name: &str, lib: &str, trusted: bool) -> DylibConfig {
 async fn native_plugin_installs_and_answers_from_its_helper() {
     let state = tempfile::tempdir().unwrap();
     let ctx = ctx();
-    let (entry, tools) = axp_plugin_host::install(&dist("hello-native"), &InstallOptions::default(), state.path(), &ctx, &quiet)
-        .await
-        .unwrap();
+    let (entry, tools) =
+        axp_plugin_host::install(&dist("hello-native"), &InstallOptions::default(), state.path(), &ctx, &quiet)
+            .await
+            .unwrap();
     assert_eq!(entry.kind, axp_plugin_host::PluginKind::Dylib);
     assert_eq!(tools.len(), 2);
     let p = axp_plugin_host::load_one(state.path(), &entry, &ctx).await.unwrap();
@@ -51,9 +48,8 @@ async fn native_plugin_installs_and_answers_from_its_helper() {
 
 #[tokio::test]
 async fn panic_and_segfault_leave_the_host_serving() {
-    let p = DylibProvider::new(cfg("hostile-native", "hostile_native.so", false), Arc::new(DirectLauncher))
-        .await
-        .unwrap();
+    let p =
+        DylibProvider::new(cfg("hostile-native", "hostile_native.so", false), Arc::new(DirectLauncher)).await.unwrap();
     let mut events = p.events().unwrap();
     let err = call(&p, "panic", json!({})).await.unwrap_err();
     let ProviderError::Upstream(e) = &err else { panic!("{err}") };
@@ -72,9 +68,7 @@ async fn panic_and_segfault_leave_the_host_serving() {
 
 #[tokio::test]
 async fn trusted_plugin_runs_in_process() {
-    let p = DylibProvider::new(cfg("hello-native", "hello_native.so", true), Arc::new(DirectLauncher))
-        .await
-        .unwrap();
+    let p = DylibProvider::new(cfg("hello-native", "hello_native.so", true), Arc::new(DirectLauncher)).await.unwrap();
     let out = call(&p, "echo", json!({"message": "inside"})).await.unwrap();
     assert_eq!(out.structured_content, Some(json!({"message": "inside"})));
 }

@@ -19,12 +19,8 @@ async fn provider(name: &str, grants: WasmGrants) -> WasmProvider {
 }
 
 async fn call(p: &dyn Provider, tool: &str, a: serde_json::Value) -> Result<ToolOutput, ProviderError> {
-    p.call(
-        ToolCall { tool: tool.into(), arguments: args(a), meta: None },
-        Arc::new(NullSink),
-        CancellationToken::new(),
-    )
-    .await
+    p.call(ToolCall { tool: tool.into(), arguments: args(a), meta: None }, Arc::new(NullSink), CancellationToken::new())
+        .await
 }
 
 #[tokio::test]
@@ -113,12 +109,8 @@ async fn http_server() -> (u16, tokio::sync::mpsc::UnboundedReceiver<String>) {
 async fn http_is_allowed_only_to_granted_domains() {
     let (port, mut seen) = http_server().await;
     let mut grants = WasmGrants { net: vec!["api.example.test".into()], ..Default::default() };
-    grants
-        .resolve_override
-        .insert("api.example.test".into(), format!("127.0.0.1:{port}").parse().unwrap());
-    grants
-        .resolve_override
-        .insert("evil.example.test".into(), format!("127.0.0.1:{port}").parse().unwrap());
+    grants.resolve_override.insert("api.example.test".into(), format!("127.0.0.1:{port}").parse().unwrap());
+    grants.resolve_override.insert("evil.example.test".into(), format!("127.0.0.1:{port}").parse().unwrap());
     let p = provider("hello", grants).await;
 
     let out = call(&p, "fetch", json!({"url": format!("http://api.example.test:{port}/x")})).await.unwrap();
