@@ -89,7 +89,7 @@ pub fn run(args: ProviderArgs) -> Result<i32> {
                         "{:<20} {:<10} {:<6} {:<6} {}",
                         p.id,
                         p.version,
-                        p.kind,
+                        p.kind.to_string(),
                         if p.signed_by.is_some() { "yes" } else { "no" },
                         p.tools.join(", ")
                     );
