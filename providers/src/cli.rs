@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use axp_protocol::{ToolCall, ToolOutput, ToolSpec};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::process::{self, Capture, DEFAULT_PATH, RunOptions};
 use crate::{CancellationToken, JobSink, Launcher, ProcessPolicy, ProcessSpec, Provider, ProviderError, ProviderId};
@@ -278,36 +278,6 @@ impl CliProvider {
     }
 }
 
-/// The result of a finished command: the kept stdout tail as text, the stderr tail as a second
-/// block when there was any, `isError` when the exit status is not 0 (the status is in the text),
-/// and a small structured summary.
-fn command_output(f: &process::Finished) -> ToolOutput {
-    let ok = f.status.success();
-    let mut content = Vec::new();
-    let mut stdout = f.stdout.text(true);
-    if !ok {
-        if !stdout.is_empty() && !stdout.ends_with('\n') {
-            stdout.push('\n');
-        }
-        stdout.push_str(&format!("[command failed: {}]", f.describe_status()));
-    }
-    content.push(json!({"type": "text", "text": stdout}));
-    if f.stderr.total > 0 {
-        content.push(json!({"type": "text", "text": format!("stderr:\n{}", f.stderr.text(true))}));
-    }
-    ToolOutput {
-        content,
-        structured_content: Some(json!({
-            "exit_code": f.status.code(),
-            "status": f.describe_status(),
-            "stdout_bytes": f.stdout.total,
-            "stderr_bytes": f.stderr.total,
-            "truncated": f.stdout.truncated() || f.stderr.truncated(),
-        })),
-        is_error: !ok,
-    }
-}
-
 #[async_trait]
 impl Provider for CliProvider {
     fn id(&self) -> &ProviderId {
@@ -353,7 +323,7 @@ impl Provider for CliProvider {
             stderr: tail,
         };
         let finished = process::run(&self.launcher, &spec, &how, sink, cancel).await?;
-        Ok(command_output(&finished))
+        Ok(process::tool_output(&finished, "command"))
     }
 
     async fn shutdown(&self) -> Result<(), ProviderError> {

@@ -326,3 +326,34 @@ mod tests {
         assert!(c.text(false).ends_with("[… 6 further bytes omitted …]"));
     }
 }
+
+/// A finished process as a tool result: the kept stdout tail as text, the stderr tail as a second
+/// block when there was any, `isError` when the exit status is not 0 (the status is in the text,
+/// after `[LABEL failed: …]`), and a small structured summary. Shared by the CLI and skill
+/// providers.
+pub(crate) fn tool_output(f: &Finished, label: &str) -> axp_protocol::ToolOutput {
+    let ok = f.status.success();
+    let mut content = Vec::new();
+    let mut stdout = f.stdout.text(true);
+    if !ok {
+        if !stdout.is_empty() && !stdout.ends_with('\n') {
+            stdout.push('\n');
+        }
+        stdout.push_str(&format!("[{label} failed: {}]", f.describe_status()));
+    }
+    content.push(serde_json::json!({"type": "text", "text": stdout}));
+    if f.stderr.total > 0 {
+        content.push(serde_json::json!({"type": "text", "text": format!("stderr:\n{}", f.stderr.text(true))}));
+    }
+    axp_protocol::ToolOutput {
+        content,
+        structured_content: Some(serde_json::json!({
+            "exit_code": f.status.code(),
+            "status": f.describe_status(),
+            "stdout_bytes": f.stdout.total,
+            "stderr_bytes": f.stderr.total,
+            "truncated": f.stdout.truncated() || f.stderr.truncated(),
+        })),
+        is_error: !ok,
+    }
+}

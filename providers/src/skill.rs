@@ -917,7 +917,11 @@ impl SkillProvider {
             stderr: tail,
         };
         let finished = process::run(&self.launcher, &spec, &how, sink, cancel).await?;
-        Ok(script_output(&finished, script))
+        let mut out = process::tool_output(&finished, "script");
+        if let Some(serde_json::Value::Object(m)) = out.structured_content.as_mut() {
+            m.shift_insert(0, "script".into(), json!(script));
+        }
+        Ok(out)
     }
 }
 
@@ -1024,36 +1028,6 @@ fn overview(skill: &SkillInfo) -> String {
         }
     }
     out
-}
-
-/// The result of a finished script: the stdout tail as text, the stderr tail as a second block
-/// when there was any, `isError` when the exit status is not 0.
-fn script_output(f: &process::Finished, script: &str) -> ToolOutput {
-    let ok = f.status.success();
-    let mut content = Vec::new();
-    let mut stdout = f.stdout.text(true);
-    if !ok {
-        if !stdout.is_empty() && !stdout.ends_with('\n') {
-            stdout.push('\n');
-        }
-        stdout.push_str(&format!("[script failed: {}]", f.describe_status()));
-    }
-    content.push(json!({"type": "text", "text": stdout}));
-    if f.stderr.total > 0 {
-        content.push(json!({"type": "text", "text": format!("stderr:\n{}", f.stderr.text(true))}));
-    }
-    ToolOutput {
-        content,
-        structured_content: Some(json!({
-            "script": script,
-            "exit_code": f.status.code(),
-            "status": f.describe_status(),
-            "stdout_bytes": f.stdout.total,
-            "stderr_bytes": f.stderr.total,
-            "truncated": f.stdout.truncated() || f.stderr.truncated(),
-        })),
-        is_error: !ok,
-    }
 }
 
 /// Reads a bundled file for a `read` call: at most [`MAX_READ_BYTES`], text only.
