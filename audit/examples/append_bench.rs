@@ -61,10 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "1 thread:  {one:.0} µs per durable append ({:.2}x baseline: segment fdatasync + HEAD rewrite)",
         one / baseline
     );
-    println!(
-        "8 threads: {eight:.0} µs per durable append ({:.2}x baseline; group commit)",
-        eight / baseline
-    );
+    println!("8 threads: {eight:.0} µs per durable append ({:.2}x baseline; group commit)", eight / baseline);
     if std::env::args().nth(1).is_none() {
         std::fs::remove_dir_all(&base)?;
     }

@@ -35,10 +35,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self {
-            segment_bytes: 64 * 1024 * 1024,
-            lock_wait: Duration::from_secs(2),
-        }
+        Self { segment_bytes: 64 * 1024 * 1024, lock_wait: Duration::from_secs(2) }
     }
 }
 
@@ -87,9 +84,7 @@ pub struct AuditLog {
 
 impl std::fmt::Debug for AuditLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AuditLog")
-            .field("dir", &self.inner.dir)
-            .finish_non_exhaustive()
+        f.debug_struct("AuditLog").field("dir", &self.inner.dir).finish_non_exhaustive()
     }
 }
 
@@ -107,38 +102,26 @@ fn now_ms() -> u64 {
 }
 
 fn io_at(path: &Path) -> impl FnOnce(io::Error) -> AuditError + '_ {
-    move |source| AuditError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| AuditError::Io { path: path.to_path_buf(), source }
 }
 
 fn sync_dir(dir: &Path) -> Result<(), AuditError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_at(dir))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io_at(dir))
 }
 
 /// Takes an exclusive flock, retrying for `wait`. rustix rather than `File::try_lock` because the
 /// workspace's minimum Rust (1.88) predates it, and rather than libc because this crate has no
 /// `unsafe`.
 fn take_lock(path: &Path, wait: Duration) -> Result<File, AuditError> {
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io_at(path))?;
+    let file =
+        OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(path).map_err(io_at(path))?;
     let deadline = std::time::Instant::now() + wait;
     loop {
         match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => return Ok(file),
             Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
                 if std::time::Instant::now() >= deadline {
-                    return Err(AuditError::Locked {
-                        path: path.to_path_buf(),
-                    });
+                    return Err(AuditError::Locked { path: path.to_path_buf() });
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -149,28 +132,18 @@ fn take_lock(path: &Path, wait: Duration) -> Result<File, AuditError> {
 }
 
 fn open_segment(path: &Path, create: bool) -> Result<File, AuditError> {
-    OpenOptions::new()
-        .append(true)
-        .read(true)
-        .create_new(create)
-        .mode(0o600)
-        .open(path)
-        .map_err(io_at(path))
+    OpenOptions::new().append(true).read(true).create_new(create).mode(0o600).open(path).map_err(io_at(path))
 }
 
 /// The last record of a segment after cutting a torn tail: `(last record, kept length, cut)`.
 fn last_record(path: &Path) -> Result<(Option<Record>, u64, u64), AuditError> {
     let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(io_at(path))?;
+    File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(io_at(path))?;
     let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let cut = (bytes.len() - keep) as u64;
     let complete = &bytes[..keep];
-    let Some(last_line) = complete[..complete.len().saturating_sub(1)]
-        .rsplit(|&b| b == b'\n')
-        .next()
-        .filter(|l| !l.is_empty())
+    let Some(last_line) =
+        complete[..complete.len().saturating_sub(1)].rsplit(|&b| b == b'\n').next().filter(|l| !l.is_empty())
     else {
         return Ok((None, keep as u64, cut));
     };
@@ -199,11 +172,7 @@ impl AuditLog {
     /// whose last record is damaged or which is shorter than `HEAD` says (records were removed).
     /// It checks the last record only; [`crate::verify`] checks the whole chain.
     pub fn open_with(dir: &Path, options: Options) -> Result<AuditLog, AuditError> {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io_at(dir))?;
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io_at(dir))?;
         let lock_file = take_lock(&dir.join(LOCK_FILE), options.lock_wait)?;
         let head = read_head(dir)?;
         let head_path = dir.join(HEAD_FILE);
@@ -220,10 +189,7 @@ impl AuditLog {
         let (file, seg_path, segment_bytes, next_seq, last_hash) = match segments.last() {
             None => {
                 if let Some(h) = head {
-                    return Err(AuditError::HeadAhead {
-                        head_seq: h.seq,
-                        last_seq: None,
-                    });
+                    return Err(AuditError::HeadAhead { head_seq: h.seq, last_seq: None });
                 }
                 let path = dir.join(segment_name(0));
                 let f = open_segment(&path, true)?;
@@ -233,10 +199,7 @@ impl AuditLog {
             Some((first_seq, path)) => {
                 let (mut last, kept, cut) = last_record(path)?;
                 if cut > 0 {
-                    let f = OpenOptions::new()
-                        .write(true)
-                        .open(path)
-                        .map_err(io_at(path))?;
+                    let f = OpenOptions::new().write(true).open(path).map_err(io_at(path))?;
                     f.set_len(kept).map_err(io_at(path))?;
                     f.sync_all().map_err(io_at(path))?;
                     tracing::warn!(
@@ -244,11 +207,7 @@ impl AuditLog {
                         discarded_bytes = cut,
                         "audit log: cut a torn last line (an append interrupted before it was acknowledged)"
                     );
-                    recovery = Some(Recovery {
-                        segment: path.clone(),
-                        kept_bytes: kept,
-                        discarded_bytes: cut,
-                    });
+                    recovery = Some(Recovery { segment: path.clone(), kept_bytes: kept, discarded_bytes: cut });
                 }
                 // An empty newest segment (a crash right after rotation): the chain continues
                 // from the previous segment's last record.
@@ -271,10 +230,7 @@ impl AuditLog {
                 }
                 if let Some(Head { seq, hash }) = &head {
                     if *seq >= next_seq {
-                        return Err(AuditError::HeadAhead {
-                            head_seq: *seq,
-                            last_seq: next_seq.checked_sub(1),
-                        });
+                        return Err(AuditError::HeadAhead { head_seq: *seq, last_seq: next_seq.checked_sub(1) });
                     }
                     // The one check `open` can make cheaply that catches an edit of the last
                     // record with its hash recomputed.
@@ -282,19 +238,11 @@ impl AuditLog {
                         return Err(AuditError::Corrupt {
                             path: path.clone(),
                             line: 0,
-                            reason: format!(
-                                "record {seq} does not have the hash HEAD anchors: it was edited"
-                            ),
+                            reason: format!("record {seq} does not have the hash HEAD anchors: it was edited"),
                         });
                     }
                 }
-                (
-                    open_segment(path, false)?,
-                    path.clone(),
-                    kept,
-                    next_seq,
-                    last_hash,
-                )
+                (open_segment(path, false)?, path.clone(), kept, next_seq, last_hash)
             }
         };
         let log = AuditLog {
@@ -309,10 +257,7 @@ impl AuditLog {
                     last_hash,
                     broken: None,
                 }),
-                synced: Mutex::new(SyncState {
-                    count: next_seq,
-                    head: head_file,
-                }),
+                synced: Mutex::new(SyncState { count: next_seq, head: head_file }),
                 recovery: recovery.clone(),
                 _lock: lock_file,
             }),
@@ -350,25 +295,13 @@ impl AuditLog {
 
     /// Appends one record and returns once it is durable (fsynced, and anchored in `HEAD`).
     /// Blocks for an fsync (milliseconds): call it from `spawn_blocking` in async code.
-    pub fn append(
-        &self,
-        kind: Kind,
-        session: Option<&str>,
-        actor: &str,
-        detail: Value,
-    ) -> Result<Record, AuditError> {
+    pub fn append(&self, kind: Kind, session: Option<&str>, actor: &str, detail: Value) -> Result<Record, AuditError> {
         let record = self.write_line(kind, session, actor, &detail)?;
         self.sync_through(record.seq)?;
         Ok(record)
     }
 
-    fn write_line(
-        &self,
-        kind: Kind,
-        session: Option<&str>,
-        actor: &str,
-        detail: &Value,
-    ) -> Result<Record, AuditError> {
+    fn write_line(&self, kind: Kind, session: Option<&str>, actor: &str, detail: &Value) -> Result<Record, AuditError> {
         let mut w = lock(&self.inner.writer);
         if let Some(why) = &w.broken {
             return Err(AuditError::Broken(why.clone()));
@@ -429,14 +362,7 @@ impl AuditLog {
             lock(&self.inner.writer).broken = Some(format!("fsync failed: {e}"));
             return Err(io_at(dir)(e));
         }
-        write_head(
-            dir,
-            &synced.head,
-            &Head {
-                seq: next - 1,
-                hash,
-            },
-        )?;
+        write_head(dir, &synced.head, &Head { seq: next - 1, hash })?;
         synced.count = next;
         Ok(())
     }
@@ -457,8 +383,7 @@ fn write_head(dir: &Path, file: &File, head: &Head) -> Result<(), AuditError> {
         text.push(' ');
     }
     text.push('\n');
-    file.write_all_at(text.as_bytes(), 0)
-        .map_err(io_at(&path))?;
+    file.write_all_at(text.as_bytes(), 0).map_err(io_at(&path))?;
     if file.metadata().map_err(io_at(&path))?.len() > HEAD_SIZE as u64 {
         file.set_len(HEAD_SIZE as u64).map_err(io_at(&path))?;
     }

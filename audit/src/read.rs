@@ -25,18 +25,12 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, AuditErro
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => {
-            return Err(AuditError::Io {
-                path: dir.to_path_buf(),
-                source,
-            });
+            return Err(AuditError::Io { path: dir.to_path_buf(), source });
         }
     };
     let mut out = Vec::new();
     for entry in rd {
-        let entry = entry.map_err(|source| AuditError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        let entry = entry.map_err(|source| AuditError::Io { path: dir.to_path_buf(), source })?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if let Some(stem) = name.strip_suffix(".jsonl")
@@ -66,12 +60,9 @@ pub(crate) fn read_head(dir: &Path) -> Result<Option<Head>, AuditError> {
         // An empty HEAD (created by a writer that has not appended yet) anchors nothing, exactly
         // like a missing one.
         Ok(text) if text.trim().is_empty() => Ok(None),
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| AuditError::BadHead {
-                path,
-                reason: e.to_string(),
-            }),
+        Ok(text) => {
+            serde_json::from_str(&text).map(Some).map_err(|e| AuditError::BadHead { path, reason: e.to_string() })
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(AuditError::Io { path, source }),
     }
@@ -107,11 +98,7 @@ impl fmt::Display for VerifyReport {
             write!(f, "; HEAD anchors record {}", h.seq)?;
         }
         if self.unanchored > 0 {
-            write!(
-                f,
-                "\nnote: {} record(s) after HEAD (the writer stopped before re-anchoring)",
-                self.unanchored
-            )?;
+            write!(f, "\nnote: {} record(s) after HEAD (the writer stopped before re-anchoring)", self.unanchored)?;
         }
         if self.torn_tail_bytes > 0 {
             write!(
@@ -191,9 +178,7 @@ pub enum VerifyError {
         last_seq: Option<u64>,
     },
     /// The record `HEAD` anchors has another hash: it was edited and its hash recomputed.
-    #[error(
-        "record {seq} does not have the hash HEAD anchors: it was edited (and its hash recomputed)"
-    )]
+    #[error("record {seq} does not have the hash HEAD anchors: it was edited (and its hash recomputed)")]
     HeadMismatch {
         /// The anchored record.
         seq: u64,
@@ -220,25 +205,14 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, VerifyError> {
     let mut torn_tail_bytes = 0;
     for (i, (first, path)) in segments.iter().enumerate() {
         if *first != expected {
-            return Err(VerifyError::SegmentGap {
-                file: path.clone(),
-                expected,
-            });
+            return Err(VerifyError::SegmentGap { file: path.clone(), expected });
         }
-        let bytes = std::fs::read(path).map_err(|source| AuditError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let bytes = std::fs::read(path).map_err(|source| AuditError::Io { path: path.clone(), source })?;
         let mut rest: &[u8] = &bytes;
         let mut line_no = 0u64;
         while !rest.is_empty() {
             line_no += 1;
-            let bad = |problem| VerifyError::BadRecord {
-                seq: expected,
-                file: path.clone(),
-                line: line_no,
-                problem,
-            };
+            let bad = |problem| VerifyError::BadRecord { seq: expected, file: path.clone(), line: line_no, problem };
             let Some(end) = rest.iter().position(|&b| b == b'\n') else {
                 // A line without its newline: a torn append. Acceptable only at the very end,
                 // after everything HEAD anchors.
@@ -278,10 +252,7 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, VerifyError> {
         None => 0,
         Some(h) => match head_hash_seen {
             None => {
-                return Err(VerifyError::Truncated {
-                    head_seq: h.seq,
-                    last_seq,
-                });
+                return Err(VerifyError::Truncated { head_seq: h.seq, last_seq });
             }
             Some(found) if found != h.hash => {
                 return Err(VerifyError::HeadMismatch { seq: h.seq });
@@ -289,14 +260,7 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, VerifyError> {
             Some(_) => records - 1 - h.seq,
         },
     };
-    Ok(VerifyReport {
-        records,
-        last_hash: prev,
-        head,
-        unanchored,
-        torn_tail_bytes,
-        segments: segments.len(),
-    })
+    Ok(VerifyReport { records, last_hash: prev, head, unanchored, torn_tail_bytes, segments: segments.len() })
 }
 
 /// Which records [`tail`] yields.
@@ -311,9 +275,7 @@ pub struct Filter {
 impl Filter {
     /// Whether `r` passes.
     pub fn matches(&self, r: &Record) -> bool {
-        self.session
-            .as_deref()
-            .is_none_or(|s| r.session.as_deref() == Some(s))
+        self.session.as_deref().is_none_or(|s| r.session.as_deref() == Some(s))
             && (self.kinds.is_empty() || self.kinds.contains(&r.kind))
     }
 }
@@ -334,10 +296,7 @@ pub struct Tail {
 
 impl fmt::Debug for Tail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tail")
-            .field("dir", &self.dir)
-            .field("from_seq", &self.from_seq)
-            .finish_non_exhaustive()
+        f.debug_struct("Tail").field("dir", &self.dir).field("from_seq", &self.from_seq).finish_non_exhaustive()
     }
 }
 
@@ -369,20 +328,13 @@ impl Tail {
     fn open_next_segment(&mut self) -> Result<bool, AuditError> {
         let segments = list_segments(&self.dir)?;
         let choice = match &self.current {
-            None => segments
-                .iter()
-                .rev()
-                .find(|(first, _)| *first <= self.from_seq)
-                .or(segments.first()),
+            None => segments.iter().rev().find(|(first, _)| *first <= self.from_seq).or(segments.first()),
             Some((cur, _, _)) => segments.iter().find(|(first, _)| first > cur),
         };
         let Some((first, path)) = choice.cloned() else {
             return Ok(false);
         };
-        let f = File::open(&path).map_err(|source| AuditError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let f = File::open(&path).map_err(|source| AuditError::Io { path: path.clone(), source })?;
         self.current = Some((first, BufReader::new(f), path));
         Ok(true)
     }
@@ -397,27 +349,15 @@ impl Tail {
         let mut line = Vec::new();
         loop {
             line.clear();
-            let start = reader.stream_position().map_err(|source| AuditError::Io {
-                path: path.clone(),
-                source,
-            })?;
-            let n = reader
-                .read_until(b'\n', &mut line)
-                .map_err(|source| AuditError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
+            let start = reader.stream_position().map_err(|source| AuditError::Io { path: path.clone(), source })?;
+            let n =
+                reader.read_until(b'\n', &mut line).map_err(|source| AuditError::Io { path: path.clone(), source })?;
             if n == 0 {
                 break;
             }
             if line.last() != Some(&b'\n') {
                 // A line still being written: read it again next time.
-                reader
-                    .seek(SeekFrom::Start(start))
-                    .map_err(|source| AuditError::Io {
-                        path: path.clone(),
-                        source,
-                    })?;
+                reader.seek(SeekFrom::Start(start)).map_err(|source| AuditError::Io { path: path.clone(), source })?;
                 break;
             }
             read_any = true;
@@ -427,8 +367,7 @@ impl Tail {
                 reason: match e {
                     LineError::Unparsable(why) => why,
                     LineError::HashMismatch => {
-                        "a record's hash does not match its contents (run `axp audit verify`)"
-                            .to_string()
+                        "a record's hash does not match its contents (run `axp audit verify`)".to_string()
                     }
                 },
             })?;

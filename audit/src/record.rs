@@ -113,8 +113,7 @@ impl Serialize for Kind {
 impl<'de> Deserialize<'de> for Kind {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        Ok(s.parse()
-            .unwrap_or_else(|e: std::convert::Infallible| match e {}))
+        Ok(s.parse().unwrap_or_else(|e: std::convert::Infallible| match e {}))
     }
 }
 
@@ -193,19 +192,11 @@ pub(crate) fn seal(
     detail: &Value,
     prev_hash: String,
 ) -> (Record, Vec<u8>) {
-    let body = Body {
-        seq,
-        ts_ms,
-        kind,
-        session,
-        actor,
-        detail: canonicalize(detail),
-        prev_hash,
-    };
+    let body = Body { seq, ts_ms, kind, session, actor, detail: canonicalize(detail), prev_hash };
     // A struct of strings, integers and a `Value` always serialises.
     let bytes = serde_json::to_vec(&body).unwrap_or_else(|e| unreachable!("record body: {e}"));
-    let hash = chain_hash(&body.prev_hash, &bytes)
-        .unwrap_or_else(|| unreachable!("prev_hash is always 64 hex digits here"));
+    let hash =
+        chain_hash(&body.prev_hash, &bytes).unwrap_or_else(|| unreachable!("prev_hash is always 64 hex digits here"));
     let mut line = bytes;
     line.pop(); // the closing brace
     line.extend_from_slice(b",\"hash\":\"");
@@ -243,23 +234,18 @@ pub(crate) fn open_line(line: &[u8]) -> Result<Record, LineError> {
     let hash = suffix
         .strip_prefix(b",\"hash\":\"")
         .and_then(|s| s.strip_suffix(b"\"}"))
-        .filter(|h| {
-            h.iter()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
-        })
+        .filter(|h| h.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)))
         .ok_or_else(|| LineError::Unparsable("it does not end with its hash".into()))?;
     let hash = String::from_utf8_lossy(hash).into_owned();
     let mut body_bytes = head.to_vec();
     body_bytes.push(b'}');
-    let body: Body = serde_json::from_slice(&body_bytes)
-        .map_err(|e| LineError::Unparsable(format!("not a record: {e}")))?;
+    let body: Body =
+        serde_json::from_slice(&body_bytes).map_err(|e| LineError::Unparsable(format!("not a record: {e}")))?;
     match chain_hash(&body.prev_hash, &body_bytes) {
         Some(h) if h == hash => {}
         Some(_) => return Err(LineError::HashMismatch),
         None => {
-            return Err(LineError::Unparsable(
-                "prev_hash is not 64 hex digits".into(),
-            ));
+            return Err(LineError::Unparsable("prev_hash is not 64 hex digits".into()));
         }
     }
     Ok(Record {
@@ -302,32 +288,17 @@ mod tests {
 
     #[test]
     fn any_edit_breaks_the_hash() {
-        let (_, line) = seal(
-            0,
-            1,
-            Kind::Command,
-            None,
-            "gateway".into(),
-            &json!({"argv": ["ls"]}),
-            GENESIS_HASH.into(),
-        );
+        let (_, line) =
+            seal(0, 1, Kind::Command, None, "gateway".into(), &json!({"argv": ["ls"]}), GENESIS_HASH.into());
         let line = &line[..line.len() - 1];
-        let edited = String::from_utf8(line.to_vec())
-            .unwrap()
-            .replace("\"ls\"", "\"rm\"");
+        let edited = String::from_utf8(line.to_vec()).unwrap().replace("\"ls\"", "\"rm\"");
         assert_eq!(open_line(edited.as_bytes()), Err(LineError::HashMismatch));
-        assert!(matches!(
-            open_line(b"garbage"),
-            Err(LineError::Unparsable(_))
-        ));
+        assert!(matches!(open_line(b"garbage"), Err(LineError::Unparsable(_))));
     }
 
     #[test]
     fn digests_ignore_key_order() {
-        assert_eq!(
-            digest_json(&json!({"a": 1, "b": [1, 2]})),
-            digest_json(&json!({"b": [1, 2], "a": 1}))
-        );
+        assert_eq!(digest_json(&json!({"a": 1, "b": [1, 2]})), digest_json(&json!({"b": [1, 2], "a": 1})));
         assert_ne!(digest_json(&json!({"a": 1})), digest_json(&json!({"a": 2})));
         assert_eq!(digest_json(&json!({})).len(), 64);
     }

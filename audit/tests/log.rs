@@ -9,27 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use axp_audit::{
-    AuditError, AuditLog, Filter, Kind, Options, Problem, VerifyError, digest_json, follow, tail,
-    verify,
-};
+use axp_audit::{AuditError, AuditLog, Filter, Kind, Options, Problem, VerifyError, digest_json, follow, tail, verify};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 fn fill(log: &AuditLog, n: u64) {
     for i in 0..n {
-        let session = if i % 2 == 0 {
-            Some("s_even")
-        } else {
-            Some("s_odd")
-        };
-        log.append(
-            Kind::Command,
-            session,
-            "agent",
-            json!({"argv": ["echo", i]}),
-        )
-        .unwrap();
+        let session = if i % 2 == 0 { Some("s_even") } else { Some("s_odd") };
+        log.append(Kind::Command, session, "agent", json!({"argv": ["echo", i]})).unwrap();
     }
 }
 
@@ -42,11 +29,7 @@ fn log_with(dir: &Path, n: u64) -> PathBuf {
 }
 
 fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    std::fs::read_to_string(path).unwrap().lines().map(str::to_string).collect()
 }
 
 fn write_lines(path: &Path, lines: &[String]) {
@@ -55,9 +38,7 @@ fn write_lines(path: &Path, lines: &[String]) {
 
 fn bad_record(r: Result<axp_audit::VerifyReport, VerifyError>) -> (u64, u64, Problem) {
     match r {
-        Err(VerifyError::BadRecord {
-            seq, line, problem, ..
-        }) => (seq, line, problem),
+        Err(VerifyError::BadRecord { seq, line, problem, .. }) => (seq, line, problem),
         other => panic!("expected a bad record, got {other:?}"),
     }
 }
@@ -72,11 +53,7 @@ fn rehash(line: &str) -> String {
     let mut h = Sha256::new();
     h.update(&prev);
     h.update(body.as_bytes());
-    format!(
-        "{},\"hash\":\"{}\"}}",
-        &line[..body_end],
-        hex::encode(h.finalize())
-    )
+    format!("{},\"hash\":\"{}\"}}", &line[..body_end], hex::encode(h.finalize()))
 }
 
 #[test]
@@ -85,12 +62,7 @@ fn appended_records_verify_and_tail() {
     let log = AuditLog::open(dir.path()).unwrap();
     let args = json!({"b": 2, "a": "secret"});
     let r = log
-        .append(
-            Kind::ToolCall,
-            Some("s_1"),
-            "agent",
-            json!({"tool": "time__now", "args_sha256": digest_json(&args)}),
-        )
+        .append(Kind::ToolCall, Some("s_1"), "agent", json!({"tool": "time__now", "args_sha256": digest_json(&args)}))
         .unwrap();
     assert_eq!(r.seq, 0);
     assert_eq!(r.prev_hash, axp_audit::GENESIS_HASH);
@@ -101,9 +73,7 @@ fn appended_records_verify_and_tail() {
     assert_eq!(report.unanchored, 0);
     assert_eq!(report.torn_tail_bytes, 0);
     assert!(report.to_string().contains("10 record(s)"));
-    let all: Vec<_> = tail(dir.path(), 0, Filter::default())
-        .map(Result::unwrap)
-        .collect();
+    let all: Vec<_> = tail(dir.path(), 0, Filter::default()).map(Result::unwrap).collect();
     assert_eq!(all.len(), 10);
     assert_eq!(all[0], r);
     assert_eq!(report.last_hash, all[9].hash);
@@ -111,16 +81,9 @@ fn appended_records_verify_and_tail() {
     let text = std::fs::read_to_string(dir.path().join("00000000000000000000.jsonl")).unwrap();
     assert!(!text.contains("secret"));
     assert!(text.contains(&digest_json(&json!({"a": "secret", "b": 2}))));
-    let odd: Vec<_> = tail(
-        dir.path(),
-        4,
-        Filter {
-            session: Some("s_odd".into()),
-            kinds: vec![Kind::Command],
-        },
-    )
-    .map(Result::unwrap)
-    .collect();
+    let odd: Vec<_> = tail(dir.path(), 4, Filter { session: Some("s_odd".into()), kinds: vec![Kind::Command] })
+        .map(Result::unwrap)
+        .collect();
     assert_eq!(
         odd.iter().map(|r| r.seq).collect::<Vec<_>>(),
         vec![4, 6, 8],
@@ -135,8 +98,7 @@ fn a_fresh_log_verifies_empty_and_head_is_fixed_size() {
     let report = verify(dir.path()).unwrap();
     assert_eq!((report.records, report.head), (0, None));
     assert_eq!(report.last_hash, axp_audit::GENESIS_HASH);
-    log.append(Kind::SessionOpen, Some("s"), "operator", json!({}))
-        .unwrap();
+    log.append(Kind::SessionOpen, Some("s"), "operator", json!({})).unwrap();
     let head = std::fs::read(dir.path().join("HEAD")).unwrap();
     assert_eq!(head.len(), 128);
     assert_eq!(verify(dir.path()).unwrap().head.unwrap().seq, 0);
@@ -162,10 +124,7 @@ fn a_deleted_record_is_named() {
     let mut l = lines(&seg);
     l.remove(2);
     write_lines(&seg, &l);
-    assert_eq!(
-        bad_record(verify(dir.path())),
-        (2, 3, Problem::OutOfOrder { found: 3 })
-    );
+    assert_eq!(bad_record(verify(dir.path())), (2, 3, Problem::OutOfOrder { found: 3 }));
 }
 
 #[test]
@@ -175,10 +134,7 @@ fn reordered_records_are_named() {
     let mut l = lines(&seg);
     l.swap(3, 4);
     write_lines(&seg, &l);
-    assert_eq!(
-        bad_record(verify(dir.path())),
-        (3, 4, Problem::OutOfOrder { found: 4 })
-    );
+    assert_eq!(bad_record(verify(dir.path())), (3, 4, Problem::OutOfOrder { found: 4 }));
 }
 
 #[test]
@@ -195,18 +151,12 @@ fn truncation_mid_record_and_at_a_record_boundary_are_detected() {
     l.pop();
     write_lines(&seg, &l);
     match verify(dir.path()) {
-        Err(VerifyError::Truncated {
-            head_seq: 5,
-            last_seq: Some(3),
-        }) => {}
+        Err(VerifyError::Truncated { head_seq: 5, last_seq: Some(3) }) => {}
         other => panic!("{other:?}"),
     }
     // And the writer refuses to continue such a log rather than paper over the gap.
     match AuditLog::open(dir.path()) {
-        Err(AuditError::HeadAhead {
-            head_seq: 5,
-            last_seq: Some(3),
-        }) => {}
+        Err(AuditError::HeadAhead { head_seq: 5, last_seq: Some(3) }) => {}
         other => panic!("{other:?}"),
     }
 }
@@ -240,10 +190,7 @@ fn an_edit_with_its_own_hash_recomputed_breaks_the_next_link() {
     let mut l = lines(&seg);
     l[2] = rehash(&l[2].replace("\"echo\"", "\"rm\""));
     write_lines(&seg, &l);
-    assert_eq!(
-        bad_record(verify(dir.path())),
-        (3, 4, Problem::PrevHashMismatch)
-    );
+    assert_eq!(bad_record(verify(dir.path())), (3, 4, Problem::PrevHashMismatch));
 }
 
 #[test]
@@ -273,10 +220,7 @@ fn an_edit_of_the_last_record_with_its_hash_recomputed_is_caught_by_head() {
 #[test]
 fn segments_chain_and_a_removed_segment_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        segment_bytes: 400,
-        ..Options::default()
-    };
+    let opts = Options { segment_bytes: 400, ..Options::default() };
     let log = AuditLog::open_with(dir.path(), opts.clone()).unwrap();
     fill(&log, 20);
     drop(log);
@@ -294,9 +238,7 @@ fn segments_chain_and_a_removed_segment_is_named() {
     fill(&log, 3);
     drop(log);
     assert_eq!(verify(dir.path()).unwrap().records, 23);
-    let seqs: Vec<u64> = tail(dir.path(), 7, Filter::default())
-        .map(|r| r.unwrap().seq)
-        .collect();
+    let seqs: Vec<u64> = tail(dir.path(), 7, Filter::default()).map(|r| r.unwrap().seq).collect();
     assert_eq!(seqs, (7..23).collect::<Vec<_>>());
     let mut sorted = segs.clone();
     sorted.sort();
@@ -312,15 +254,11 @@ fn restart_continues_the_chain() {
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path()).unwrap();
     fill(&log, 3);
-    let last = log
-        .append(Kind::SessionClose, Some("s_1"), "gateway", json!({}))
-        .unwrap();
+    let last = log.append(Kind::SessionClose, Some("s_1"), "gateway", json!({})).unwrap();
     drop(log);
     let log = AuditLog::open(dir.path()).unwrap();
     assert!(log.recovery().is_none());
-    let next = log
-        .append(Kind::SessionOpen, Some("s_2"), "operator", json!({}))
-        .unwrap();
+    let next = log.append(Kind::SessionOpen, Some("s_2"), "operator", json!({})).unwrap();
     assert_eq!(next.seq, 4);
     assert_eq!(next.prev_hash, last.hash);
     drop(log);
@@ -341,9 +279,7 @@ fn a_torn_last_line_is_cut_at_open_and_recorded() {
     assert_eq!(rec.discarded_bytes as usize, first_line_end / 2);
     assert_eq!(rec.kept_bytes as usize, whole.len());
     drop(log);
-    let all: Vec<_> = tail(dir.path(), 0, Filter::default())
-        .map(Result::unwrap)
-        .collect();
+    let all: Vec<_> = tail(dir.path(), 0, Filter::default()).map(Result::unwrap).collect();
     assert_eq!(all.len(), 4);
     assert_eq!(all[3].kind, Kind::AuditRecovered);
     assert_eq!(all[3].detail["discarded_bytes"], json!(first_line_end / 2));
@@ -367,14 +303,8 @@ fn a_damaged_complete_last_record_is_refused_at_open() {
 fn one_writer_per_directory() {
     let dir = tempfile::tempdir().unwrap();
     let _log = AuditLog::open(dir.path()).unwrap();
-    let opts = Options {
-        lock_wait: Duration::from_millis(50),
-        ..Options::default()
-    };
-    assert!(matches!(
-        AuditLog::open_with(dir.path(), opts),
-        Err(AuditError::Locked { .. })
-    ));
+    let opts = Options { lock_wait: Duration::from_millis(50), ..Options::default() };
+    assert!(matches!(AuditLog::open_with(dir.path(), opts), Err(AuditError::Locked { .. })));
 }
 
 #[test]
@@ -382,14 +312,7 @@ fn eight_threads_append_a_dense_valid_chain() {
     fn assert_send_sync<T: Send + Sync + Clone>() {}
     assert_send_sync::<AuditLog>();
     let dir = tempfile::tempdir().unwrap();
-    let log = AuditLog::open_with(
-        dir.path(),
-        Options {
-            segment_bytes: 8 * 1024,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let log = AuditLog::open_with(dir.path(), Options { segment_bytes: 8 * 1024, ..Options::default() }).unwrap();
     let handles: Vec<_> = (0..8)
         .map(|t| {
             let log = log.clone();
@@ -421,30 +344,16 @@ fn eight_threads_append_a_dense_valid_chain() {
     assert_eq!(report.records, 320);
     assert_eq!(report.head.unwrap().seq, 319);
     assert!(report.segments > 1);
-    let s3: Vec<_> = tail(
-        dir.path(),
-        0,
-        Filter {
-            session: Some("s_3".into()),
-            kinds: vec![],
-        },
-    )
-    .map(|r| r.unwrap().detail["i"].as_u64().unwrap())
-    .collect();
+    let s3: Vec<_> = tail(dir.path(), 0, Filter { session: Some("s_3".into()), kinds: vec![] })
+        .map(|r| r.unwrap().detail["i"].as_u64().unwrap())
+        .collect();
     assert_eq!(s3, (0..40).collect::<Vec<_>>());
 }
 
 #[test]
 fn follow_sees_new_records_across_rotation() {
     let dir = tempfile::tempdir().unwrap();
-    let log = AuditLog::open_with(
-        dir.path(),
-        Options {
-            segment_bytes: 300,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let log = AuditLog::open_with(dir.path(), Options { segment_bytes: 300, ..Options::default() }).unwrap();
     fill(&log, 2);
     let (tx, rx) = mpsc::channel();
     let d = dir.path().to_path_buf();
@@ -452,10 +361,7 @@ fn follow_sees_new_records_across_rotation() {
         for r in follow(
             &d,
             1,
-            Filter {
-                session: None,
-                kinds: vec![Kind::Command, Kind::Approval],
-            },
+            Filter { session: None, kinds: vec![Kind::Command, Kind::Approval] },
             Duration::from_millis(5),
         ) {
             if tx.send(r.unwrap()).is_err() {
@@ -466,17 +372,10 @@ fn follow_sees_new_records_across_rotation() {
     let first = rx.recv_timeout(Duration::from_secs(5)).unwrap();
     assert_eq!(first.seq, 1);
     for i in 0..6 {
-        log.append(Kind::Approval, None, "operator", json!({"job": i}))
-            .unwrap();
-        log.append(Kind::LintVerdict, None, "lint", json!({"ok": true}))
-            .unwrap();
+        log.append(Kind::Approval, None, "operator", json!({"job": i})).unwrap();
+        log.append(Kind::LintVerdict, None, "lint", json!({"ok": true})).unwrap();
     }
-    let got: Vec<u64> = (0..6)
-        .map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap().seq)
-        .collect();
+    let got: Vec<u64> = (0..6).map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap().seq).collect();
     assert_eq!(got, vec![2, 4, 6, 8, 10, 12]);
-    assert!(
-        std::fs::read_dir(dir.path()).unwrap().count() > 4,
-        "rotation happened"
-    );
+    assert!(std::fs::read_dir(dir.path()).unwrap().count() > 4, "rotation happened");
 }

@@ -42,17 +42,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proc.spawn",
     ])
     .map_err(|e| format!("{e:?}"))?;
-    let grandchild = CapabilitySet::parse_all(&["tool(github__list_issues)", "proc.spawn"])
-        .map_err(|e| format!("{e:?}"))?;
+    let grandchild =
+        CapabilitySet::parse_all(&["tool(github__list_issues)", "proc.spawn"]).map_err(|e| format!("{e:?}"))?;
     let now = 1_000;
     let t0 = Minter::new(key).mint("s_bench", &root, u64::MAX / 2);
     let t2 = t0.attenuate(&child, None)?.attenuate(&grandchild, None)?;
     let iters = 50_000;
-    println!(
-        "token sizes: root {} B, depth-2 {} B",
-        t0.to_string().len(),
-        t2.to_string().len()
-    );
+    println!("token sizes: root {} B, depth-2 {} B", t0.to_string().len(), t2.to_string().len());
     for (name, t) in [("root (depth 0)", t0), ("depth 2", t2)] {
         let s = t.to_string();
         let cold = Verifier::with_cache_capacity(key, 0);

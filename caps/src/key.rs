@@ -47,33 +47,18 @@ pub enum KeyError {
 /// overwrites if another process won, in which case its key is read.
 pub fn load_or_create_root_key(state_dir: &Path) -> Result<[u8; 32], KeyError> {
     let path = state_dir.join(KEY_FILE_NAME);
-    let io_err = |source| KeyError::Io {
-        path: path.clone(),
-        source,
-    };
+    let io_err = |source| KeyError::Io { path: path.clone(), source };
     match read_key(&path) {
         Err(KeyError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
         other => return other,
     }
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(state_dir)
-        .map_err(io_err)?;
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(state_dir).map_err(io_err)?;
     let key: [u8; 32] = rand::random();
     // A random name: racing threads of one process must not share (and clobber) a temporary.
-    let tmp = state_dir.join(format!(
-        ".{KEY_FILE_NAME}.{}.{}",
-        std::process::id(),
-        hex::encode(rand::random::<[u8; 8]>())
-    ));
+    let tmp =
+        state_dir.join(format!(".{KEY_FILE_NAME}.{}.{}", std::process::id(), hex::encode(rand::random::<[u8; 8]>())));
     {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io_err)?;
+        let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp).map_err(io_err)?;
         f.write_all(hex::encode(key).as_bytes()).map_err(io_err)?;
         f.write_all(b"\n").map_err(io_err)?;
         f.sync_all().map_err(io_err)?;
@@ -100,23 +85,13 @@ pub fn load_root_key(state_dir: &Path) -> Result<[u8; 32], KeyError> {
 }
 
 fn read_key(path: &Path) -> Result<[u8; 32], KeyError> {
-    let io_err = |source| KeyError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io_err = |source| KeyError::Io { path: path.to_path_buf(), source };
     let meta = fs::metadata(path).map_err(io_err)?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(KeyError::Permissions {
-            path: path.to_path_buf(),
-            mode,
-        });
+        return Err(KeyError::Permissions { path: path.to_path_buf(), mode });
     }
     let text = fs::read_to_string(path).map_err(io_err)?;
-    let bytes = hex::decode(text.trim()).map_err(|_| KeyError::Corrupt {
-        path: path.to_path_buf(),
-    })?;
-    <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| KeyError::Corrupt {
-        path: path.to_path_buf(),
-    })
+    let bytes = hex::decode(text.trim()).map_err(|_| KeyError::Corrupt { path: path.to_path_buf() })?;
+    <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| KeyError::Corrupt { path: path.to_path_buf() })
 }

@@ -38,7 +38,7 @@ mod verify;
 pub use key::{KEY_FILE_NAME, KeyError, load_or_create_root_key, load_root_key};
 pub use revocations::{REVOCATIONS_FILE_NAME, RevocationError};
 pub use token::{
-    AttenuateError, InspectBlock, Inspection, MAX_BLOCKS, MAX_TOKEN_LEN, Minter, TOKEN_PREFIX,
-    Token, TokenError, attenuate, inspect,
+    AttenuateError, InspectBlock, Inspection, MAX_BLOCKS, MAX_TOKEN_LEN, Minter, TOKEN_PREFIX, Token, TokenError,
+    attenuate, inspect,
 };
 pub use verify::{DEFAULT_CACHE_CAPACITY, Verified, Verifier};

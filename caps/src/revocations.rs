@@ -36,10 +36,7 @@ pub enum RevocationError {
 
 /// Whether `id` has the shape of a block id (32 lowercase hex digits).
 pub(crate) fn is_token_id(id: &str) -> bool {
-    id.len() == 32
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 impl Verifier {
@@ -50,10 +47,7 @@ impl Verifier {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
             Err(source) => {
-                return Err(RevocationError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                });
+                return Err(RevocationError::Io { path: path.to_path_buf(), source });
             }
         };
         let mut ids = Vec::new();
@@ -84,18 +78,9 @@ impl Verifier {
         if self.is_revoked(token_id) {
             return Ok(false);
         }
-        let io_err = |source| RevocationError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut f = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(io_err)?;
-        f.write_all(format!("{token_id}\n").as_bytes())
-            .map_err(io_err)?;
+        let io_err = |source| RevocationError::Io { path: path.to_path_buf(), source };
+        let mut f = OpenOptions::new().append(true).create(true).mode(0o600).open(path).map_err(io_err)?;
+        f.write_all(format!("{token_id}\n").as_bytes()).map_err(io_err)?;
         f.sync_data().map_err(io_err)?;
         // In memory only after it is durable: a revocation the caller saw fail is not in force
         // after a restart either, so memory and disk agree.

@@ -170,8 +170,8 @@ pub(crate) fn key_id(root_key: &[u8; 32]) -> String {
 
 fn mac(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
     // HMAC accepts keys of any length, so this cannot fail; the fallback keeps `unwrap` out.
-    let mut m = <HmacSha256 as KeyInit>::new_from_slice(key)
-        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    let mut m =
+        <HmacSha256 as KeyInit>::new_from_slice(key).unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
     for p in parts {
         m.update(p);
     }
@@ -214,19 +214,14 @@ pub struct Minter {
 
 impl fmt::Debug for Minter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Minter")
-            .field("kid", &self.kid)
-            .finish_non_exhaustive()
+        f.debug_struct("Minter").field("kid", &self.kid).finish_non_exhaustive()
     }
 }
 
 impl Minter {
     /// A minter for `root_key` (see [`crate::load_or_create_root_key`]).
     pub fn new(root_key: [u8; 32]) -> Self {
-        Self {
-            kid: key_id(&root_key),
-            key: root_key,
-        }
+        Self { kid: key_id(&root_key), key: root_key }
     }
 
     /// A root token for `session_id` granting `caps` until `expires_ms` (ms since the epoch).
@@ -240,48 +235,29 @@ impl Minter {
         };
         let raw = encode_block(&block);
         let tag = to_array(&mac(&self.key, &[ROOT_DOMAIN, &raw]).finalize().into_bytes());
-        Token {
-            blocks: vec![block],
-            raw: vec![raw],
-            tag,
-        }
+        Token { blocks: vec![block], raw: vec![raw], tag }
     }
 }
 
 /// Mints a child of `parent` granting `caps` (each covered by the parent's effective grants)
 /// until `expires_ms` (`None`: the parent's expiry; a later one is refused). Needs no key: any
 /// holder can do it offline. The child gets its own random revocation id.
-pub fn attenuate(
-    parent: &Token,
-    caps: &CapabilitySet,
-    expires_ms: Option<u64>,
-) -> Result<Token, AttenuateError> {
+pub fn attenuate(parent: &Token, caps: &CapabilitySet, expires_ms: Option<u64>) -> Result<Token, AttenuateError> {
     if parent.blocks.len() >= MAX_BLOCKS {
         return Err(AttenuateError::TooDeep);
     }
     if let Some(grant) = parent.caps().first_uncovered(caps) {
-        return Err(AttenuateError::Widening {
-            grant: grant.clone(),
-        });
+        return Err(AttenuateError::Widening { grant: grant.clone() });
     }
     let parent_ms = parent.expires_ms();
     let exp = match expires_ms {
         None => parent_ms,
         Some(asked_ms) if asked_ms > parent_ms => {
-            return Err(AttenuateError::ExpiryExtended {
-                parent_ms,
-                asked_ms,
-            });
+            return Err(AttenuateError::ExpiryExtended { parent_ms, asked_ms });
         }
         Some(asked_ms) => asked_ms,
     };
-    let block = Block {
-        id: new_id(),
-        sid: None,
-        kid: None,
-        exp,
-        caps: caps.clone(),
-    };
+    let block = Block { id: new_id(), sid: None, kid: None, exp, caps: caps.clone() };
     let raw = encode_block(&block);
     let tag = to_array(&mac(&parent.tag, &[&raw]).finalize().into_bytes());
     let mut child = parent.clone();
@@ -298,9 +274,7 @@ pub(crate) fn decode_raw(s: &str) -> Result<(Vec<Vec<u8>>, [u8; 32]), TokenError
     if s.len() > MAX_TOKEN_LEN {
         return Err(malformed("longer than 16 KiB"));
     }
-    let body = s
-        .strip_prefix(TOKEN_PREFIX)
-        .ok_or_else(|| malformed("it does not start with `axp1.`"))?;
+    let body = s.strip_prefix(TOKEN_PREFIX).ok_or_else(|| malformed("it does not start with `axp1.`"))?;
     let mut parts: Vec<&str> = body.split('.').collect();
     let tag_b64 = parts.pop().unwrap_or_default();
     if parts.is_empty() {
@@ -329,19 +303,13 @@ pub(crate) fn decode_blocks(raw: Vec<Vec<u8>>, tag: [u8; 32]) -> Result<Token, T
         let b: Block = serde_json::from_slice(r)
             .map_err(|e| TokenError::Malformed(format!("block {i} is not a valid block: {e}")))?;
         if !crate::revocations::is_token_id(&b.id) {
-            return Err(TokenError::Malformed(format!(
-                "block {i} has an id that is not 32 hex digits"
-            )));
+            return Err(TokenError::Malformed(format!("block {i} has an id that is not 32 hex digits")));
         }
         if i == 0 && (b.sid.is_none() || b.kid.is_none()) {
-            return Err(TokenError::Malformed(
-                "block 0 names no session or key".to_string(),
-            ));
+            return Err(TokenError::Malformed("block 0 names no session or key".to_string()));
         }
         if i > 0 && (b.sid.is_some() || b.kid.is_some()) {
-            return Err(TokenError::Malformed(format!(
-                "attenuation block {i} must not name a session or key"
-            )));
+            return Err(TokenError::Malformed(format!("attenuation block {i} must not name a session or key")));
         }
         blocks.push(b);
     }
@@ -391,11 +359,7 @@ impl Token {
     }
 
     /// [`attenuate`] as a method.
-    pub fn attenuate(
-        &self,
-        caps: &CapabilitySet,
-        expires_ms: Option<u64>,
-    ) -> Result<Token, AttenuateError> {
+    pub fn attenuate(&self, caps: &CapabilitySet, expires_ms: Option<u64>) -> Result<Token, AttenuateError> {
         attenuate(self, caps, expires_ms)
     }
 
@@ -421,10 +385,7 @@ impl Token {
             if child.exp > parent.exp {
                 return Err(TokenError::Widened {
                     depth: i + 1,
-                    detail: format!(
-                        "expiry {} is later than its parent's {}",
-                        child.exp, parent.exp
-                    ),
+                    detail: format!("expiry {} is later than its parent's {}", child.exp, parent.exp),
                 });
             }
         }
@@ -538,10 +499,7 @@ impl fmt::Display for Inspection {
             writeln!(f, "  {c}")?;
         }
         if !self.narrowing_ok {
-            writeln!(
-                f,
-                "WARNING: a block claims more than its parent; the gateway will refuse this token."
-            )?;
+            writeln!(f, "WARNING: a block claims more than its parent; the gateway will refuse this token.")?;
         }
         writeln!(f, "chain:")?;
         for b in &self.blocks {

@@ -54,10 +54,7 @@ pub struct Verifier {
 
 impl std::fmt::Debug for Verifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Verifier")
-            .field("kid", &self.kid)
-            .field("capacity", &self.capacity)
-            .finish_non_exhaustive()
+        f.debug_struct("Verifier").field("kid", &self.kid).field("capacity", &self.capacity).finish_non_exhaustive()
     }
 }
 
@@ -99,30 +96,21 @@ impl Verifier {
             }
         };
         if now_ms >= v.expires_ms {
-            return Err(TokenError::Expired {
-                expires_ms: v.expires_ms,
-            });
+            return Err(TokenError::Expired { expires_ms: v.expires_ms });
         }
         {
             let revoked = self.revoked.read().unwrap_or_else(PoisonError::into_inner);
             if !revoked.is_empty()
                 && let Some(id) = v.chain_ids.iter().find(|id| revoked.contains(*id))
             {
-                return Err(TokenError::Revoked {
-                    token_id: id.clone(),
-                });
+                return Err(TokenError::Revoked { token_id: id.clone() });
             }
         }
         Ok(v)
     }
 
     /// [`Verifier::verify`] and checks that the token was minted for `session_id`.
-    pub fn verify_for_session(
-        &self,
-        token: &str,
-        session_id: &str,
-        now_ms: u64,
-    ) -> Result<Arc<Verified>, TokenError> {
+    pub fn verify_for_session(&self, token: &str, session_id: &str, now_ms: u64) -> Result<Arc<Verified>, TokenError> {
         let v = self.verify(token, now_ms)?;
         if v.session_id != session_id {
             return Err(TokenError::WrongSession {
@@ -162,37 +150,23 @@ impl Verifier {
     /// The set lives in memory; the caller persists it (and reloads it with
     /// [`Verifier::extend_revoked`]) so revocation survives a restart.
     pub fn revoke(&self, token_id: &str) -> bool {
-        self.revoked
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(token_id.to_string())
+        self.revoked.write().unwrap_or_else(PoisonError::into_inner).insert(token_id.to_string())
     }
 
     /// Adds many revoked ids at once (e.g. loaded from the store at start-up).
     pub fn extend_revoked<I: IntoIterator<Item = String>>(&self, ids: I) {
-        self.revoked
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend(ids);
+        self.revoked.write().unwrap_or_else(PoisonError::into_inner).extend(ids);
     }
 
     /// Whether `token_id` is in the revocation set.
     pub fn is_revoked(&self, token_id: &str) -> bool {
-        self.revoked
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(token_id)
+        self.revoked.read().unwrap_or_else(PoisonError::into_inner).contains(token_id)
     }
 
     /// The revocation set, sorted.
     pub fn revoked_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self
-            .revoked
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect();
+        let mut ids: Vec<String> =
+            self.revoked.read().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect();
         ids.sort();
         ids
     }

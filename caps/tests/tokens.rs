@@ -9,9 +9,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
 use axp_caps::{
-    AttenuateError, KEY_FILE_NAME, KeyError, MAX_BLOCKS, Minter, REVOCATIONS_FILE_NAME,
-    RevocationError, Token, TokenError, Verifier, attenuate, inspect, load_or_create_root_key,
-    load_root_key,
+    AttenuateError, KEY_FILE_NAME, KeyError, MAX_BLOCKS, Minter, REVOCATIONS_FILE_NAME, RevocationError, Token,
+    TokenError, Verifier, attenuate, inspect, load_or_create_root_key, load_root_key,
 };
 use axp_protocol::{Capability, CapabilitySet};
 use base64::Engine;
@@ -29,13 +28,7 @@ fn caps(items: &[&str]) -> CapabilitySet {
 }
 
 fn root_caps() -> CapabilitySet {
-    caps(&[
-        "fs.write(/w)",
-        "net.connect(*.example.com)",
-        "tool(github__*)",
-        "proc.spawn",
-        "pty.open",
-    ])
+    caps(&["fs.write(/w)", "net.connect(*.example.com)", "tool(github__*)", "proc.spawn", "pty.open"])
 }
 
 fn mint() -> Token {
@@ -44,11 +37,7 @@ fn mint() -> Token {
 
 /// The holder's view: split a token string into its parts.
 fn parts(t: &str) -> Vec<String> {
-    t.strip_prefix("axp1.")
-        .unwrap()
-        .split('.')
-        .map(str::to_string)
-        .collect()
+    t.strip_prefix("axp1.").unwrap().split('.').map(str::to_string).collect()
 }
 
 fn join(parts: &[String]) -> String {
@@ -73,11 +62,7 @@ fn minted_token_round_trips_and_verifies() {
     let t = mint();
     let s = t.to_string();
     assert!(s.starts_with("axp1."), "{s}");
-    assert!(
-        s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)),
-        "not URL-safe: {s}"
-    );
+    assert!(s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)), "not URL-safe: {s}");
     assert_eq!(Token::parse(&s).unwrap(), t);
     assert_eq!(Token::parse(&s).unwrap().to_string(), s);
     let v = Verifier::new(KEY).verify(&s, NOW).unwrap();
@@ -96,15 +81,8 @@ fn holder_without_key_attenuates_offline_and_the_child_verifies() {
     let parent_str = mint().to_string();
     // The holder has only the string; no Minter, no key.
     let parent = Token::parse(&parent_str).unwrap();
-    let child = attenuate(
-        &parent,
-        &caps(&["fs.read(/w/src)", "tool(github__list_*)"]),
-        Some(EXP - 10),
-    )
-    .unwrap();
-    let grandchild = child
-        .attenuate(&caps(&["tool(github__list_issues)"]), None)
-        .unwrap();
+    let child = attenuate(&parent, &caps(&["fs.read(/w/src)", "tool(github__list_*)"]), Some(EXP - 10)).unwrap();
+    let grandchild = child.attenuate(&caps(&["tool(github__list_issues)"]), None).unwrap();
     let verifier = Verifier::new(KEY);
     let v = verifier.verify(&child.to_string(), NOW).unwrap();
     assert_eq!(v.caps, caps(&["fs.read(/w/src)", "tool(github__list_*)"]));
@@ -126,36 +104,15 @@ fn holder_without_key_attenuates_offline_and_the_child_verifies() {
 #[test]
 fn attenuation_refuses_widening_and_names_the_grant() {
     let parent = mint();
-    let err = attenuate(
-        &parent,
-        &caps(&["fs.read(/w/a)", "fs.write(/etc)", "tool(*)"]),
-        None,
-    )
-    .unwrap_err();
-    assert_eq!(
-        err,
-        AttenuateError::Widening {
-            grant: "fs.write(/etc)".parse().unwrap()
-        }
-    );
+    let err = attenuate(&parent, &caps(&["fs.read(/w/a)", "fs.write(/etc)", "tool(*)"]), None).unwrap_err();
+    assert_eq!(err, AttenuateError::Widening { grant: "fs.write(/etc)".parse().unwrap() });
     assert!(err.to_string().contains("fs.write(/etc)"), "{err}");
     let narrow = attenuate(&parent, &caps(&["tool(github__x)"]), None).unwrap();
     // A child cannot regain what its parent dropped.
     let err = attenuate(&narrow, &caps(&["proc.spawn"]), None).unwrap_err();
-    assert_eq!(
-        err,
-        AttenuateError::Widening {
-            grant: Capability::ProcSpawn
-        }
-    );
+    assert_eq!(err, AttenuateError::Widening { grant: Capability::ProcSpawn });
     let err = attenuate(&parent, &caps(&[]), Some(EXP + 1)).unwrap_err();
-    assert_eq!(
-        err,
-        AttenuateError::ExpiryExtended {
-            parent_ms: EXP,
-            asked_ms: EXP + 1
-        }
-    );
+    assert_eq!(err, AttenuateError::ExpiryExtended { parent_ms: EXP, asked_ms: EXP + 1 });
 }
 
 #[test]
@@ -166,27 +123,15 @@ fn chains_are_bounded_in_depth() {
     }
     assert_eq!(t.depth(), MAX_BLOCKS - 1);
     Verifier::new(KEY).verify(&t.to_string(), NOW).unwrap();
-    assert_eq!(
-        t.attenuate(&caps(&["proc.spawn"]), None).unwrap_err(),
-        AttenuateError::TooDeep
-    );
+    assert_eq!(t.attenuate(&caps(&["proc.spawn"]), None).unwrap_err(), AttenuateError::TooDeep);
     // A hand-made 17th block is refused before any MAC work.
-    let long = append_raw_block(
-        &t.to_string(),
-        r#"{"id":"00000000000000000000000000000000","exp":1,"caps":[]}"#,
-    );
-    assert!(matches!(
-        Verifier::new(KEY).verify(&long, NOW),
-        Err(TokenError::Malformed(_))
-    ));
+    let long = append_raw_block(&t.to_string(), r#"{"id":"00000000000000000000000000000000","exp":1,"caps":[]}"#);
+    assert!(matches!(Verifier::new(KEY).verify(&long, NOW), Err(TokenError::Malformed(_))));
 }
 
 #[test]
 fn every_single_character_change_is_rejected() {
-    let s = mint()
-        .attenuate(&caps(&["fs.read(/w)"]), None)
-        .unwrap()
-        .to_string();
+    let s = mint().attenuate(&caps(&["fs.read(/w)"]), None).unwrap().to_string();
     let verifier = Verifier::new(KEY);
     let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut forged = 0;
@@ -212,16 +157,10 @@ fn every_single_character_change_is_rejected() {
             bytes[i] = alphabet[pos ^ 1];
             let changed = String::from_utf8(bytes).unwrap();
             let r = verifier.verify(&changed, NOW);
-            assert!(
-                matches!(r, Err(TokenError::Forged) | Err(TokenError::Malformed(_))),
-                "byte {i}: {r:?}"
-            );
+            assert!(matches!(r, Err(TokenError::Forged) | Err(TokenError::Malformed(_))), "byte {i}: {r:?}");
         }
     }
-    assert!(
-        forged > s.len(),
-        "most changes must be caught by the MAC: {forged}"
-    );
+    assert!(forged > s.len(), "most changes must be caught by the MAC: {forged}");
 }
 
 #[test]
@@ -234,19 +173,11 @@ fn swapped_mac_foreign_key_removed_and_reordered_blocks_are_forged() {
     *pa.last_mut().unwrap() = pb.last().unwrap().clone();
     assert_eq!(verifier.verify(&join(&pa), NOW), Err(TokenError::Forged));
     // Minted with another key.
-    let foreign = Minter::new([8; 32])
-        .mint("s_one", &root_caps(), EXP)
-        .to_string();
+    let foreign = Minter::new([8; 32]).mint("s_one", &root_caps(), EXP).to_string();
     assert_eq!(verifier.verify(&foreign, NOW), Err(TokenError::Forged));
     // Removing an attenuation block (keeping the child's MAC) or reordering blocks.
-    let child = Token::parse(&a)
-        .unwrap()
-        .attenuate(&caps(&["tool(github__a)"]), None)
-        .unwrap();
-    let grandchild = child
-        .attenuate(&caps(&["tool(github__a)"]), None)
-        .unwrap()
-        .to_string();
+    let child = Token::parse(&a).unwrap().attenuate(&caps(&["tool(github__a)"]), None).unwrap();
+    let grandchild = child.attenuate(&caps(&["tool(github__a)"]), None).unwrap().to_string();
     let mut p = parts(&grandchild);
     p.remove(1);
     assert_eq!(verifier.verify(&join(&p), NOW), Err(TokenError::Forged));
@@ -283,115 +214,64 @@ fn an_edited_grant_is_forged() {
 fn hand_crafted_widening_blocks_with_valid_macs_are_refused() {
     let verifier = Verifier::new(KEY);
     let s = mint().to_string();
-    let wider = append_raw_block(
-        &s,
-        r#"{"id":"00000000000000000000000000000001","exp":1500000,"caps":["fs.write(/)"]}"#,
-    );
+    let wider =
+        append_raw_block(&s, r#"{"id":"00000000000000000000000000000001","exp":1500000,"caps":["fs.write(/)"]}"#);
     match verifier.verify(&wider, NOW) {
         Err(TokenError::Widened { depth: 1, detail }) => {
             assert!(detail.contains("fs.write(/)"), "{detail}")
         }
         other => panic!("{other:?}"),
     }
-    let later = append_raw_block(
-        &s,
-        r#"{"id":"00000000000000000000000000000001","exp":2000001,"caps":["proc.spawn"]}"#,
-    );
-    assert!(matches!(
-        verifier.verify(&later, NOW),
-        Err(TokenError::Widened { depth: 1, .. })
-    ));
+    let later =
+        append_raw_block(&s, r#"{"id":"00000000000000000000000000000001","exp":2000001,"caps":["proc.spawn"]}"#);
+    assert!(matches!(verifier.verify(&later, NOW), Err(TokenError::Widened { depth: 1, .. })));
     // A holder cannot re-bind the token to another session or key in a later block.
-    let rebind = append_raw_block(
-        &s,
-        r#"{"id":"00000000000000000000000000000001","sid":"s_two","exp":1,"caps":[]}"#,
-    );
-    assert!(matches!(
-        verifier.verify(&rebind, NOW),
-        Err(TokenError::Malformed(_))
-    ));
+    let rebind = append_raw_block(&s, r#"{"id":"00000000000000000000000000000001","sid":"s_two","exp":1,"caps":[]}"#);
+    assert!(matches!(verifier.verify(&rebind, NOW), Err(TokenError::Malformed(_))));
     // Ids must look like ids (they go into the revocation list).
     let bad_id = append_raw_block(&s, r#"{"id":"x\ny","exp":1,"caps":[]}"#);
-    assert!(matches!(
-        verifier.verify(&bad_id, NOW),
-        Err(TokenError::Malformed(_))
-    ));
+    assert!(matches!(verifier.verify(&bad_id, NOW), Err(TokenError::Malformed(_))));
     // Unknown fields are refused, never ignored.
-    let unknown = append_raw_block(
-        &s,
-        r#"{"id":"00000000000000000000000000000001","exp":1,"caps":[],"admin":true}"#,
-    );
-    assert!(matches!(
-        verifier.verify(&unknown, NOW),
-        Err(TokenError::Malformed(_))
-    ));
+    let unknown = append_raw_block(&s, r#"{"id":"00000000000000000000000000000001","exp":1,"caps":[],"admin":true}"#);
+    assert!(matches!(verifier.verify(&unknown, NOW), Err(TokenError::Malformed(_))));
     // The same machinery with an honest block works: the helper itself is sound.
-    let honest = append_raw_block(
-        &s,
-        r#"{"id":"00000000000000000000000000000001","exp":1500000,"caps":["fs.read(/w/x)"]}"#,
-    );
+    let honest =
+        append_raw_block(&s, r#"{"id":"00000000000000000000000000000001","exp":1500000,"caps":["fs.read(/w/x)"]}"#);
     assert_eq!(verifier.verify(&honest, NOW).unwrap().depth, 1);
 }
 
 #[test]
 fn every_truncation_is_rejected() {
-    let s = mint()
-        .attenuate(&caps(&["tool(github__a)"]), None)
-        .unwrap()
-        .to_string();
+    let s = mint().attenuate(&caps(&["tool(github__a)"]), None).unwrap().to_string();
     let verifier = Verifier::new(KEY);
     for n in 0..s.len() {
         let r = verifier.verify(&s[..n], NOW);
-        assert!(
-            matches!(r, Err(TokenError::Forged) | Err(TokenError::Malformed(_))),
-            "prefix of {n} bytes: {r:?}"
-        );
+        assert!(matches!(r, Err(TokenError::Forged) | Err(TokenError::Malformed(_))), "prefix of {n} bytes: {r:?}");
     }
 }
 
 #[test]
 fn malformed_inputs_say_why() {
     let verifier = Verifier::new(KEY);
-    for bad in [
-        "",
-        "axp0.abc",
-        "axp1.",
-        "axp1.abc",
-        "axp1.!!!.AAAA",
-        "Bearer axp1.x.y",
-    ] {
+    for bad in ["", "axp0.abc", "axp1.", "axp1.abc", "axp1.!!!.AAAA", "Bearer axp1.x.y"] {
         match verifier.verify(bad, NOW) {
             Err(TokenError::Malformed(why)) => assert!(!why.is_empty()),
             other => panic!("{bad:?}: {other:?}"),
         }
     }
     let huge = format!("axp1.{}.AAAA", "A".repeat(20_000));
-    assert!(matches!(
-        verifier.verify(&huge, NOW),
-        Err(TokenError::Malformed(_))
-    ));
+    assert!(matches!(verifier.verify(&huge, NOW), Err(TokenError::Malformed(_))));
 }
 
 #[test]
 fn expiry_is_checked_on_every_call_also_when_cached() {
     let verifier = Verifier::new(KEY);
     let t = mint();
-    let child = t
-        .attenuate(&caps(&["proc.spawn"]), Some(NOW + 5))
-        .unwrap()
-        .to_string();
+    let child = t.attenuate(&caps(&["proc.spawn"]), Some(NOW + 5)).unwrap().to_string();
     assert!(verifier.verify(&child, NOW).is_ok());
     assert_eq!(verifier.cached(), 1);
-    assert_eq!(
-        verifier.verify(&child, NOW + 5),
-        Err(TokenError::Expired {
-            expires_ms: NOW + 5
-        })
-    );
-    assert_eq!(
-        verifier.verify(&t.to_string(), EXP),
-        Err(TokenError::Expired { expires_ms: EXP })
-    );
+    assert_eq!(verifier.verify(&child, NOW + 5), Err(TokenError::Expired { expires_ms: NOW + 5 }));
+    assert_eq!(verifier.verify(&t.to_string(), EXP), Err(TokenError::Expired { expires_ms: EXP }));
     assert!(verifier.verify(&t.to_string(), EXP - 1).is_ok());
 }
 
@@ -410,33 +290,19 @@ fn revoking_a_parent_revokes_its_children_and_not_the_reverse() {
     assert!(!verifier.revoke(child.token_id()), "already revoked");
     assert!(verifier.verify(&all[0], NOW).is_ok(), "the parent survives");
     for s in [&all[1], &all[2]] {
-        assert_eq!(
-            verifier.verify(s, NOW),
-            Err(TokenError::Revoked {
-                token_id: child.token_id().to_string()
-            })
-        );
+        assert_eq!(verifier.verify(s, NOW), Err(TokenError::Revoked { token_id: child.token_id().to_string() }));
     }
-    assert!(
-        verifier.verify(&all[3], NOW).is_ok(),
-        "the sibling survives"
-    );
+    assert!(verifier.verify(&all[3], NOW).is_ok(), "the sibling survives");
     verifier.extend_revoked([root.root_id().to_string()]);
     for s in &all {
-        assert!(matches!(
-            verifier.verify(s, NOW),
-            Err(TokenError::Revoked { .. })
-        ));
+        assert!(matches!(verifier.verify(s, NOW), Err(TokenError::Revoked { .. })));
     }
     assert!(verifier.is_revoked(root.token_id()));
     assert_eq!(verifier.revoked_ids().len(), 2);
     // Revocation is by id, so a fresh verifier that loads the persisted set agrees.
     let restarted = Verifier::new(KEY);
     restarted.extend_revoked(verifier.revoked_ids());
-    assert!(matches!(
-        restarted.verify(&all[3], NOW),
-        Err(TokenError::Revoked { .. })
-    ));
+    assert!(matches!(restarted.verify(&all[3], NOW), Err(TokenError::Revoked { .. })));
 }
 
 #[test]
@@ -449,39 +315,24 @@ fn durable_revocations_survive_a_restart() {
     let child = root.attenuate(&caps(&["proc.spawn"]), None).unwrap();
     assert!(verifier.revoke_durably(&path, child.token_id()).unwrap());
     assert!(!verifier.revoke_durably(&path, child.token_id()).unwrap());
-    assert!(matches!(
-        verifier.revoke_durably(&path, "not-an-id\nX"),
-        Err(RevocationError::InvalidId { .. })
-    ));
+    assert!(matches!(verifier.revoke_durably(&path, "not-an-id\nX"), Err(RevocationError::InvalidId { .. })));
     assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
     let restarted = Verifier::new(KEY);
     assert_eq!(restarted.load_revocations(&path).unwrap(), 1);
-    assert!(matches!(
-        restarted.verify(&child.to_string(), NOW),
-        Err(TokenError::Revoked { .. })
-    ));
+    assert!(matches!(restarted.verify(&child.to_string(), NOW), Err(TokenError::Revoked { .. })));
     assert!(restarted.verify(&root.to_string(), NOW).is_ok());
     std::fs::write(&path, "zzz\n").unwrap();
-    assert!(matches!(
-        restarted.load_revocations(&path),
-        Err(RevocationError::InvalidId { .. })
-    ));
+    assert!(matches!(restarted.load_revocations(&path), Err(RevocationError::InvalidId { .. })));
 }
 
 #[test]
 fn a_token_from_another_session_is_refused() {
     let verifier = Verifier::new(KEY);
-    let s = mint()
-        .attenuate(&caps(&["proc.spawn"]), None)
-        .unwrap()
-        .to_string();
+    let s = mint().attenuate(&caps(&["proc.spawn"]), None).unwrap().to_string();
     assert!(verifier.verify_for_session(&s, "s_one", NOW).is_ok());
     assert_eq!(
         verifier.verify_for_session(&s, "s_two", NOW),
-        Err(TokenError::WrongSession {
-            token_session: "s_one".into(),
-            expected: "s_two".into()
-        })
+        Err(TokenError::WrongSession { token_session: "s_one".into(), expected: "s_two".into() })
     );
 }
 
@@ -491,17 +342,9 @@ fn every_rejection_maps_to_unauthorized_with_a_reason() {
         TokenError::Forged,
         TokenError::Malformed("x".into()),
         TokenError::Expired { expires_ms: 1 },
-        TokenError::Revoked {
-            token_id: "abc".into(),
-        },
-        TokenError::WrongSession {
-            token_session: "a".into(),
-            expected: "b".into(),
-        },
-        TokenError::Widened {
-            depth: 1,
-            detail: "d".into(),
-        },
+        TokenError::Revoked { token_id: "abc".into() },
+        TokenError::WrongSession { token_session: "a".into(), expected: "b".into() },
+        TokenError::Widened { depth: 1, detail: "d".into() },
     ] {
         let rpc = e.to_rpc_error();
         assert_eq!(rpc.code, -32001);
@@ -540,9 +383,7 @@ fn the_cache_is_bounded_and_shared_across_threads() {
 
 #[test]
 fn inspect_reads_without_a_key_and_says_unverified() {
-    let t = mint()
-        .attenuate(&caps(&["tool(github__a)"]), Some(EXP - 1))
-        .unwrap();
+    let t = mint().attenuate(&caps(&["tool(github__a)"]), Some(EXP - 1)).unwrap();
     let i = inspect(&t.to_string()).unwrap();
     assert!(!i.verified);
     assert_eq!(i.session_id, "s_one");
@@ -559,10 +400,8 @@ fn inspect_reads_without_a_key_and_says_unverified() {
     // A foreign token inspects just as well: inspection is not verification.
     let foreign = Minter::new([9; 32]).mint("s_x", &caps(&["pty.open"]), 5);
     assert!(!inspect(&foreign.to_string()).unwrap().verified);
-    let widened = append_raw_block(
-        &t.to_string(),
-        r#"{"id":"00000000000000000000000000000001","exp":1,"caps":["fs.write(/)"]}"#,
-    );
+    let widened =
+        append_raw_block(&t.to_string(), r#"{"id":"00000000000000000000000000000001","exp":1,"caps":["fs.write(/)"]}"#);
     let i = inspect(&widened).unwrap();
     assert!(!i.narrowing_ok);
     assert!(i.to_string().contains("WARNING"));
@@ -579,10 +418,7 @@ fn the_root_key_file_is_private_stable_and_checked() {
     assert_eq!(mode, 0o600);
     assert_eq!(load_or_create_root_key(&state).unwrap(), k1);
     assert_eq!(load_root_key(&state).unwrap(), k1);
-    assert!(matches!(
-        load_root_key(&dir.path().join("elsewhere")),
-        Err(KeyError::Io { .. })
-    ));
+    assert!(matches!(load_root_key(&dir.path().join("elsewhere")), Err(KeyError::Io { .. })));
     assert!(!dir.path().join("elsewhere").exists(), "load never creates");
     assert_ne!(k1, [0; 32]);
     // Minted with the loaded key, verified with it after a "restart".
@@ -591,16 +427,10 @@ fn the_root_key_file_is_private_stable_and_checked() {
     Verifier::new(k2).verify(&t.to_string(), NOW).unwrap();
 
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    assert!(matches!(
-        load_or_create_root_key(&state),
-        Err(KeyError::Permissions { mode: 0o644, .. })
-    ));
+    assert!(matches!(load_or_create_root_key(&state), Err(KeyError::Permissions { mode: 0o644, .. })));
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::write(&path, "not hex").unwrap();
-    assert!(matches!(
-        load_or_create_root_key(&state),
-        Err(KeyError::Corrupt { .. })
-    ));
+    assert!(matches!(load_or_create_root_key(&state), Err(KeyError::Corrupt { .. })));
 
     // Racing creators agree on one key.
     let race = dir.path().join("race");
@@ -645,10 +475,7 @@ fn grant() -> impl Strategy<Value = Capability> {
     prop_oneof![
         paths.clone().prop_map(|p| Capability::FsRead(p.into())),
         paths.prop_map(|p| Capability::FsWrite(p.into())),
-        (hosts, ports).prop_map(|(h, port)| Capability::NetConnect {
-            host: h.into(),
-            port
-        }),
+        (hosts, ports).prop_map(|(h, port)| Capability::NetConnect { host: h.into(), port }),
         globs.prop_map(|g| Capability::Tool(g.into())),
         Just(Capability::ProcSpawn),
         Just(Capability::PtyOpen),
@@ -666,30 +493,13 @@ fn requests() -> Vec<Capability> {
         out.push(Capability::FsRead(p.into()));
         out.push(Capability::FsWrite(p.into()));
     }
-    for h in [
-        "example.com",
-        "a.example.com",
-        "x.a.example.com",
-        "b.example.com",
-        "other.org",
-        "example.org",
-    ] {
+    for h in ["example.com", "a.example.com", "x.a.example.com", "b.example.com", "other.org", "example.org"] {
         for port in [443, 80, 8080] {
-            out.push(Capability::NetConnect {
-                host: h.into(),
-                port: Some(port),
-            });
+            out.push(Capability::NetConnect { host: h.into(), port: Some(port) });
         }
     }
-    for t in [
-        "gh__create_issue",
-        "gh__create_pr",
-        "gh__list",
-        "time__now",
-        "time__zone",
-        "xcreate_issue",
-        "jira_issue",
-    ] {
+    for t in ["gh__create_issue", "gh__create_pr", "gh__list", "time__now", "time__zone", "xcreate_issue", "jira_issue"]
+    {
         out.push(Capability::Tool(t.into()));
     }
     out.push(Capability::ProcSpawn);

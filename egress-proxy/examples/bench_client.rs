@@ -29,11 +29,7 @@ async fn one(route: &str, authority: &str, origin: &str, path: &str, buf: &mut [
             break;
         }
         if bytes == 0 {
-            assert!(
-                buf.starts_with(b"HTTP/1.1 200"),
-                "{route}: {}",
-                String::from_utf8_lossy(&buf[..n.min(200)])
-            );
+            assert!(buf.starts_with(b"HTTP/1.1 200"), "{route}: {}", String::from_utf8_lossy(&buf[..n.min(200)]));
         }
         bytes += n;
     }

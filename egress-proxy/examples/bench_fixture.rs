@@ -22,31 +22,17 @@ struct Everything;
 
 #[async_trait::async_trait]
 impl RequestHandler for Everything {
-    async fn handle_request<R: ResponseHandler, T: Time>(
-        &self,
-        request: &Request,
-        mut rh: R,
-    ) -> ResponseInfo {
+    async fn handle_request<R: ResponseHandler, T: Time>(&self, request: &Request, mut rh: R) -> ResponseInfo {
         let info = request.request_info().unwrap();
         let mut md = Metadata::response_from_request(&request.metadata);
         md.authoritative = true;
         let owner = Name::from(info.query.name().clone());
         let records: Vec<Record> = if info.query.query_type() == RecordType::A {
-            vec![Record::from_rdata(
-                owner,
-                300,
-                RData::A(A(Ipv4Addr::new(127, 0, 0, 2))),
-            )]
+            vec![Record::from_rdata(owner, 300, RData::A(A(Ipv4Addr::new(127, 0, 0, 2))))]
         } else {
             vec![]
         };
-        let resp = MessageResponseBuilder::from_message_request(request).build(
-            md,
-            records.iter(),
-            [],
-            [],
-            [],
-        );
+        let resp = MessageResponseBuilder::from_message_request(request).build(md, records.iter(), [], [], []);
         rh.send_response(resp).await.unwrap()
     }
 }
@@ -57,11 +43,7 @@ async fn main() {
     let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let dns = udp.local_addr().unwrap();
     server.register_socket(udp);
-    server.register_listener(
-        TcpListener::bind(dns).await.unwrap(),
-        Duration::from_secs(5),
-        4096,
-    );
+    server.register_listener(TcpListener::bind(dns).await.unwrap(), Duration::from_secs(5), 4096);
     let http = TcpListener::bind("127.0.0.2:0").await.unwrap();
     println!("dns={dns} http={}", http.local_addr().unwrap());
     let chunk = vec![b'x'; 1 << 20];
@@ -80,8 +62,7 @@ async fn main() {
             }
             let big = got.starts_with(b"GET /100m");
             let len: usize = if big { 100 << 20 } else { 1024 };
-            let head =
-                format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n");
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n");
             if s.write_all(head.as_bytes()).await.is_err() {
                 return;
             }

@@ -88,47 +88,20 @@ impl Metrics {
     /// The counters in Prometheus text exposition format.
     pub fn render(&self) -> String {
         let mut s = String::new();
-        s.push_str(
-            "# HELP axp_egress_attempts_total Connection attempts by decision and reason.\n",
-        );
+        s.push_str("# HELP axp_egress_attempts_total Connection attempts by decision and reason.\n");
         s.push_str("# TYPE axp_egress_attempts_total counter\n");
         if let Ok(m) = self.decisions.lock() {
             for ((d, r), n) in m.iter() {
-                s.push_str(&format!(
-                    "axp_egress_attempts_total{{decision=\"{d}\",reason=\"{r}\"}} {n}\n"
-                ));
+                s.push_str(&format!("axp_egress_attempts_total{{decision=\"{d}\",reason=\"{r}\"}} {n}\n"));
             }
         }
         let g = |name: &str, kind: &str, help: &str, v: &AtomicU64| {
-            format!(
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}\n",
-                v.load(Ordering::Relaxed)
-            )
+            format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}\n", v.load(Ordering::Relaxed))
         };
-        s.push_str(&g(
-            "axp_egress_accepted_total",
-            "counter",
-            "Connections accepted.",
-            &self.accepted,
-        ));
-        s.push_str(&g(
-            "axp_egress_active",
-            "gauge",
-            "Connections open now.",
-            &self.active,
-        ));
-        s.push_str(&g(
-            "axp_egress_bytes_up_total",
-            "counter",
-            "Bytes client to upstream.",
-            &self.bytes_up,
-        ));
-        s.push_str(&g(
-            "axp_egress_bytes_down_total",
-            "counter",
-            "Bytes upstream to client.",
-            &self.bytes_down,
-        ));
+        s.push_str(&g("axp_egress_accepted_total", "counter", "Connections accepted.", &self.accepted));
+        s.push_str(&g("axp_egress_active", "gauge", "Connections open now.", &self.active));
+        s.push_str(&g("axp_egress_bytes_up_total", "counter", "Bytes client to upstream.", &self.bytes_up));
+        s.push_str(&g("axp_egress_bytes_down_total", "counter", "Bytes upstream to client.", &self.bytes_down));
         s
     }
 }
@@ -184,30 +157,17 @@ impl AuditLog {
     /// Appends to `path` (created if missing), or writes to stderr when `None`.
     pub fn open(path: Option<&Path>) -> std::io::Result<Self> {
         let out: Box<dyn Write + Send> = match path {
-            Some(p) => Box::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)?,
-            ),
+            Some(p) => Box::new(std::fs::OpenOptions::new().create(true).append(true).open(p)?),
             None => Box::new(std::io::stderr()),
         };
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("axp-egress-audit".into())
-            .spawn(move || writer(out, rx))?;
-        Ok(Self {
-            tx,
-            metrics: Metrics::default(),
-        })
+        std::thread::Builder::new().name("axp-egress-audit".into()).spawn(move || writer(out, rx))?;
+        Ok(Self { tx, metrics: Metrics::default() })
     }
 
     /// Queues one record as one line and counts it.
     pub fn record(&self, mut r: AuditRecord) {
-        r.ts_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        r.ts_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
         self.metrics.count(r.decision, r.reason);
         let mut line = serde_json::to_vec(&r).unwrap_or_default();
         line.push(b'\n');

@@ -113,9 +113,7 @@ pub fn parse_host(input: &str) -> Result<Host, HostError> {
         }
     }
     if let Some(inner) = input.strip_prefix('[') {
-        let inner = inner
-            .strip_suffix(']')
-            .ok_or_else(|| HostError::BadIpv6(input.to_string()))?;
+        let inner = inner.strip_suffix(']').ok_or_else(|| HostError::BadIpv6(input.to_string()))?;
         return inner
             .parse::<Ipv6Addr>()
             .map(|a| Host::Ip(IpAddr::V6(a)))
@@ -127,10 +125,7 @@ pub fn parse_host(input: &str) -> Result<Host, HostError> {
             .map(|a| Host::Ip(IpAddr::V6(a)))
             .map_err(|_| HostError::BadIpv6(input.to_string()));
     }
-    if let Some(c) = input
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
-    {
+    if let Some(c) = input.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))) {
         return Err(HostError::ForbiddenChar(c));
     }
     let lower = input.to_ascii_lowercase();
@@ -239,10 +234,7 @@ pub fn parse_authority(input: &str, default_port: Option<u16>) -> Result<Target,
                 let rest = &input[i + 1..];
                 let port = match rest {
                     "" => None,
-                    r => Some(
-                        r.strip_prefix(':')
-                            .ok_or_else(|| HostError::BadIpv6(input.to_string()))?,
-                    ),
+                    r => Some(r.strip_prefix(':').ok_or_else(|| HostError::BadIpv6(input.to_string()))?),
                 };
                 (&input[..=i], port)
             }
@@ -329,14 +321,7 @@ mod tests {
 
     #[test]
     fn bad_numeric_hosts_are_refused_not_resolved() {
-        for s in [
-            "256.0.0.1",
-            "1.2.3.4.5",
-            "08.1.1.1",
-            "0x1g.1",
-            "4294967296",
-            "evil.123",
-        ] {
+        for s in ["256.0.0.1", "1.2.3.4.5", "08.1.1.1", "0x1g.1", "4294967296", "evil.123"] {
             assert!(parse_host(s).is_err(), "{s}");
         }
         assert_eq!(parse_host("0x7f.evil"), Ok(Host::Name("0x7f.evil".into())));
@@ -344,10 +329,7 @@ mod tests {
 
     #[test]
     fn names_are_lowercased_and_one_trailing_dot_is_dropped() {
-        assert_eq!(
-            parse_host("Allowed.TEST."),
-            Ok(Host::Name("allowed.test".into()))
-        );
+        assert_eq!(parse_host("Allowed.TEST."), Ok(Host::Name("allowed.test".into())));
         assert!(parse_host("allowed.test..").is_err());
         assert!(parse_host(".").is_err());
         assert!(parse_host("a..b").is_err());
@@ -359,24 +341,12 @@ mod tests {
         assert_eq!(parse_host("a\0b"), Err(HostError::ControlByte(0)));
         assert_eq!(parse_host("a\r\nb"), Err(HostError::ControlByte(b'\r')));
         assert_eq!(parse_host("аllowed.test"), Err(HostError::NonAscii));
-        assert_eq!(
-            parse_host("evil.test#@allowed.test"),
-            Err(HostError::ForbiddenChar('#'))
-        );
+        assert_eq!(parse_host("evil.test#@allowed.test"), Err(HostError::ForbiddenChar('#')));
         assert_eq!(parse_host("a%2e.test"), Err(HostError::ForbiddenChar('%')));
         assert_eq!(parse_host("*.test"), Err(HostError::ForbiddenChar('*')));
-        assert_eq!(
-            parse_absolute_form("http://evil.test#@allowed.test/"),
-            Err(HostError::BadUrlChar('#'))
-        );
-        assert_eq!(
-            parse_absolute_form("http://allowed.test@evil.test/"),
-            Err(HostError::Userinfo)
-        );
-        assert_eq!(
-            parse_absolute_form("http://a\\@b/"),
-            Err(HostError::BadUrlChar('\\'))
-        );
+        assert_eq!(parse_absolute_form("http://evil.test#@allowed.test/"), Err(HostError::BadUrlChar('#')));
+        assert_eq!(parse_absolute_form("http://allowed.test@evil.test/"), Err(HostError::Userinfo));
+        assert_eq!(parse_absolute_form("http://a\\@b/"), Err(HostError::BadUrlChar('\\')));
     }
 
     #[test]
@@ -384,10 +354,7 @@ mod tests {
         assert_eq!(parse_host("[::1]"), Ok(Host::Ip("::1".parse().unwrap())));
         assert_eq!(parse_host("::1"), Ok(Host::Ip("::1".parse().unwrap())));
         assert!(parse_host("[fe80::1%eth0]").is_err());
-        assert_eq!(
-            parse_authority("[::ffff:127.0.0.1]:443", None).map(|t| t.port),
-            Ok(443)
-        );
+        assert_eq!(parse_authority("[::ffff:127.0.0.1]:443", None).map(|t| t.port), Ok(443));
         assert!(parse_authority("::1:443", None).is_err());
     }
 
@@ -395,29 +362,14 @@ mod tests {
     fn authorities_and_urls() {
         let t = parse_authority("allowed.test:8443", None).unwrap();
         assert_eq!(t.to_string(), "allowed.test:8443");
-        assert_eq!(
-            parse_authority("allowed.test", None),
-            Err(HostError::MissingPort)
-        );
+        assert_eq!(parse_authority("allowed.test", None), Err(HostError::MissingPort));
         assert_eq!(parse_authority("allowed.test", Some(80)).unwrap().port, 80);
         for p in ["0", "65536", "+80", "8o", ""] {
-            assert!(
-                parse_authority(&format!("a.test:{p}"), None).is_err(),
-                "{p}"
-            );
+            assert!(parse_authority(&format!("a.test:{p}"), None).is_err(), "{p}");
         }
         let (t, path) = parse_absolute_form("HTTP://Allowed.test:81?x=1").unwrap();
-        assert_eq!(
-            (t.to_string(), path.as_str()),
-            ("allowed.test:81".into(), "/?x=1")
-        );
-        assert!(matches!(
-            parse_absolute_form("https://allowed.test/"),
-            Err(HostError::BadScheme(_))
-        ));
-        assert_eq!(
-            parse_absolute_form("/index.html"),
-            Err(HostError::NotAbsolute)
-        );
+        assert_eq!((t.to_string(), path.as_str()), ("allowed.test:81".into(), "/?x=1"));
+        assert!(matches!(parse_absolute_form("https://allowed.test/"), Err(HostError::BadScheme(_))));
+        assert_eq!(parse_absolute_form("/index.html"), Err(HostError::NotAbsolute));
     }
 }

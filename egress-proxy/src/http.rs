@@ -63,11 +63,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<RequestHead>, HeadError> {
             method: req.method.unwrap_or_default().to_string(),
             target: req.path.unwrap_or_default().to_string(),
             minor: req.version.unwrap_or(1),
-            headers: req
-                .headers
-                .iter()
-                .map(|h| (h.name.to_string(), h.value.to_vec()))
-                .collect(),
+            headers: req.headers.iter().map(|h| (h.name.to_string(), h.value.to_vec())).collect(),
             len,
         })),
         Err(httparse::Error::TooManyHeaders) => Err(HeadError::TooManyHeaders),
@@ -78,10 +74,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<RequestHead>, HeadError> {
 impl RequestHead {
     /// Values of every header called `name` (case-insensitive).
     pub fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.headers
-            .iter()
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_slice())
+        self.headers.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
     }
 
     /// Checks the single `Host` header (if any) names `target`; `default_port` applies when the
@@ -97,10 +90,7 @@ impl RequestHead {
         let text = std::str::from_utf8(h).map_err(|_| HostError::NonAscii)?;
         let parsed = parse_authority(text.trim(), Some(default_port))?;
         if &parsed != target {
-            return Err(HeadError::HostMismatch {
-                header: text.to_string(),
-                target: target.to_string(),
-            });
+            return Err(HeadError::HostMismatch { header: text.to_string(), target: target.to_string() });
         }
         Ok(())
     }
@@ -110,9 +100,7 @@ impl RequestHead {
         let te: Vec<&[u8]> = self.values("transfer-encoding").collect();
         let cl: Vec<&[u8]> = self.values("content-length").collect();
         if !te.is_empty() && !cl.is_empty() {
-            return Err(HeadError::Framing(
-                "both Content-Length and Transfer-Encoding",
-            ));
+            return Err(HeadError::Framing("both Content-Length and Transfer-Encoding"));
         }
         if !te.is_empty() {
             if te.len() == 1 && te[0].trim_ascii().eq_ignore_ascii_case(b"chunked") {
@@ -187,11 +175,7 @@ pub fn forward_request(head: &RequestHead) -> Result<ForwardRequest, HeadError> 
     out.extend_from_slice(head.method.as_bytes());
     out.push(b' ');
     out.extend_from_slice(path.as_bytes());
-    out.extend_from_slice(if head.minor == 0 {
-        b" HTTP/1.0\r\n"
-    } else {
-        b" HTTP/1.1\r\n"
-    });
+    out.extend_from_slice(if head.minor == 0 { b" HTTP/1.0\r\n" } else { b" HTTP/1.1\r\n" });
     let mut saw_host = false;
     for (n, v) in &head.headers {
         let lower = n.to_ascii_lowercase();
@@ -208,19 +192,11 @@ pub fn forward_request(head: &RequestHead) -> Result<ForwardRequest, HeadError> 
         out.extend_from_slice(format!("Host: {}\r\n", host_header(&target)).as_bytes());
     }
     out.extend_from_slice(b"Connection: close\r\n\r\n");
-    Ok(ForwardRequest {
-        target,
-        upstream_head: out,
-        body,
-    })
+    Ok(ForwardRequest { target, upstream_head: out, body })
 }
 
 fn host_header(t: &Target) -> String {
-    if t.port == 80 {
-        t.host.to_string()
-    } else {
-        t.to_string()
-    }
+    if t.port == 80 { t.host.to_string() } else { t.to_string() }
 }
 
 /// Incremental scanner for a chunked body: tells where the message ends so that nothing after it
@@ -355,11 +331,7 @@ impl ChunkedScanner {
             }
             i += 1;
         }
-        if self.state == Done {
-            ChunkProgress::Done(0)
-        } else {
-            ChunkProgress::More
-        }
+        if self.state == Done { ChunkProgress::Done(0) } else { ChunkProgress::More }
     }
 }
 
@@ -398,15 +370,9 @@ mod tests {
     #[test]
     fn host_header_must_agree() {
         let h = head("GET http://allowed.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n");
-        assert!(matches!(
-            forward_request(&h),
-            Err(HeadError::HostMismatch { .. })
-        ));
+        assert!(matches!(forward_request(&h), Err(HeadError::HostMismatch { .. })));
         let h = head("GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test:81\r\n\r\n");
-        assert!(matches!(
-            forward_request(&h),
-            Err(HeadError::HostMismatch { .. })
-        ));
+        assert!(matches!(forward_request(&h), Err(HeadError::HostMismatch { .. })));
         let h = head("GET http://allowed.test/ HTTP/1.1\r\nHost: ALLOWED.test.\r\n\r\n");
         assert!(forward_request(&h).is_ok());
         let h = head("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n");
@@ -418,20 +384,14 @@ mod tests {
         assert!(parse_head(b"GET http://a.test/ HTTP/1.1\r\nX: a\0b\r\n\r\n").is_err());
         assert!(parse_head(b"GET http://a.test/\0 HTTP/1.1\r\n\r\n").is_err());
         assert!(parse_head(b"CONNECT a.test\r.evil:443 HTTP/1.1\r\n\r\n").is_err());
-        assert_eq!(
-            parse_head(b"GET http://a.test/ HTTP/1.1\r\nHost: a"),
-            Ok(None)
-        );
+        assert_eq!(parse_head(b"GET http://a.test/ HTTP/1.1\r\nHost: a"), Ok(None));
     }
 
     #[test]
     fn framing_is_unambiguous() {
-        let h = head(
-            "POST http://a.test/ HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
-        );
+        let h = head("POST http://a.test/ HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n");
         assert!(matches!(h.body(), Err(HeadError::Framing(_))));
-        let h =
-            head("POST http://a.test/ HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n");
+        let h = head("POST http://a.test/ HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n");
         assert!(matches!(h.body(), Err(HeadError::Framing(_))));
         let h = head("POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
         assert!(matches!(h.body(), Err(HeadError::Framing(_))));
@@ -455,13 +415,7 @@ mod tests {
             }
         }
         assert_eq!(done, Some(end));
-        assert_eq!(
-            ChunkedScanner::default().feed(b"zz\r\n"),
-            ChunkProgress::Invalid
-        );
-        assert_eq!(
-            ChunkedScanner::default().feed(b"3\r\nabcX"),
-            ChunkProgress::Invalid
-        );
+        assert_eq!(ChunkedScanner::default().feed(b"zz\r\n"), ChunkProgress::Invalid);
+        assert_eq!(ChunkedScanner::default().feed(b"3\r\nabcX"), ChunkProgress::Invalid);
     }
 }

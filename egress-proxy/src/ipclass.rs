@@ -113,11 +113,7 @@ fn in_v4(a: Ipv4Addr, net: [u8; 4], len: u32) -> bool {
 }
 
 fn in_v6(a: Ipv6Addr, net: Ipv6Addr, len: u32) -> bool {
-    let mask = if len == 0 {
-        0
-    } else {
-        u128::MAX << (128 - len)
-    };
+    let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
     (u128::from(a) & mask) == (u128::from(net) & mask)
 }
 
@@ -143,10 +139,7 @@ pub fn classify_v4(a: Ipv4Addr) -> Option<AddrClass> {
         ([255, 255, 255, 255], 32, AddrClass::Broadcast),
         ([240, 0, 0, 0], 4, AddrClass::Reserved),
     ];
-    table
-        .iter()
-        .find(|(net, len, _)| in_v4(a, *net, *len))
-        .map(|(_, _, c)| *c)
+    table.iter().find(|(net, len, _)| in_v4(a, *net, *len)).map(|(_, _, c)| *c)
 }
 
 fn embedded_v4(bits: u128) -> Ipv4Addr {
@@ -155,21 +148,13 @@ fn embedded_v4(bits: u128) -> Ipv4Addr {
 
 /// Classifies an address; `None` means publicly routable and allowed by default.
 pub fn classify(ip: IpAddr) -> Option<Refusal> {
-    let plain = |class| Refusal {
-        class,
-        embedded: None,
-    };
+    let plain = |class| Refusal { class, embedded: None };
     match ip {
         IpAddr::V4(a) => classify_v4(a).map(plain),
         IpAddr::V6(a) => {
             let bits = u128::from(a);
             let p = |s: &str| s.parse::<Ipv6Addr>().unwrap_or(Ipv6Addr::UNSPECIFIED);
-            let embed = |how, v4: Ipv4Addr| {
-                classify_v4(v4).map(|class| Refusal {
-                    class,
-                    embedded: Some((how, v4)),
-                })
-            };
+            let embed = |how, v4: Ipv4Addr| classify_v4(v4).map(|class| Refusal { class, embedded: Some((how, v4)) });
             if a.is_unspecified() {
                 return Some(plain(AddrClass::Unspecified));
             }
@@ -242,13 +227,7 @@ mod tests {
         ] {
             assert_eq!(class(s), Some(c), "{s}");
         }
-        for s in [
-            "1.1.1.1",
-            "172.32.0.1",
-            "100.128.0.1",
-            "8.8.8.8",
-            "198.20.0.1",
-        ] {
+        for s in ["1.1.1.1", "172.32.0.1", "100.128.0.1", "8.8.8.8", "198.20.0.1"] {
             assert_eq!(class(s), None, "{s}");
         }
     }
@@ -274,12 +253,7 @@ mod tests {
         ] {
             assert_eq!(class(s), Some(c), "{s}");
         }
-        for s in [
-            "2606:4700::1111",
-            "::ffff:1.1.1.1",
-            "64:ff9b::8.8.8.8",
-            "2002:0808:0808::1",
-        ] {
+        for s in ["2606:4700::1111", "::ffff:1.1.1.1", "64:ff9b::8.8.8.8", "2002:0808:0808::1"] {
             assert_eq!(class(s), None, "{s}");
         }
         let r = classify("::ffff:10.1.2.3".parse().unwrap()).unwrap();

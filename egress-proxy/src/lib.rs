@@ -92,9 +92,7 @@ mod fuzz_smoke {
             let s = String::from_utf8_lossy(&m);
             if let Ok(Host::Name(n)) = parse_host(&s) {
                 assert!(
-                    n.bytes().all(|b| b.is_ascii_lowercase()
-                        || b.is_ascii_digit()
-                        || b"._-".contains(&b)),
+                    n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b)),
                     "{n:?}"
                 );
                 assert!(!n.ends_with('.') && !n.starts_with('.'), "{n:?}");

@@ -48,10 +48,7 @@ impl FromStr for Rule {
     type Err = RuleError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = |reason: String| RuleError {
-            rule: s.to_string(),
-            reason,
-        };
+        let err = |reason: String| RuleError { rule: s.to_string(), reason };
         let cap: Capability = format!("net.connect({s})")
             .parse()
             .map_err(|e: axp_protocol::capability::CapabilityParseError| err(e.to_string()))?;
@@ -65,11 +62,7 @@ impl FromStr for Rule {
             Host::Ip(_) => return Err(err("a wildcard cannot precede an IP address".into())),
             Host::Name(_) => RuleHost::Name(host.clone()),
         };
-        Ok(Rule {
-            host: rule_host,
-            port,
-            text: s.to_string(),
-        })
+        Ok(Rule { host: rule_host, port, text: s.to_string() })
     }
 }
 
@@ -109,25 +102,16 @@ impl FromStr for Cidr {
     type Err = RuleError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = |reason: &str| RuleError {
-            rule: s.to_string(),
-            reason: reason.to_string(),
-        };
+        let err = |reason: &str| RuleError { rule: s.to_string(), reason: reason.to_string() };
         let (a, l) = match s.split_once('/') {
             Some((a, l)) => (a, Some(l)),
             None => (s, None),
         };
-        let net: IpAddr = a
-            .parse()
-            .map_err(|_| err("not an IP address in canonical notation"))?;
+        let net: IpAddr = a.parse().map_err(|_| err("not an IP address in canonical notation"))?;
         let max = if net.is_ipv4() { 32 } else { 128 };
         let len = match l {
             None => max,
-            Some(l) => l
-                .parse::<u8>()
-                .ok()
-                .filter(|n| *n <= max)
-                .ok_or_else(|| err("bad prefix length"))?,
+            Some(l) => l.parse::<u8>().ok().filter(|n| *n <= max).ok_or_else(|| err("bad prefix length"))?,
         };
         Ok(Cidr { net, len })
     }
@@ -144,19 +128,11 @@ impl Cidr {
     pub fn contains(&self, ip: IpAddr) -> bool {
         match (self.net, ip) {
             (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let m = if self.len == 0 {
-                    0
-                } else {
-                    u32::MAX << (32 - u32::from(self.len))
-                };
+                let m = if self.len == 0 { 0 } else { u32::MAX << (32 - u32::from(self.len)) };
                 u32::from(n) & m == u32::from(a) & m
             }
             (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let m = if self.len == 0 {
-                    0
-                } else {
-                    u128::MAX << (128 - u32::from(self.len))
-                };
+                let m = if self.len == 0 { 0 } else { u128::MAX << (128 - u32::from(self.len)) };
                 u128::from(n) & m == u128::from(a) & m
             }
             _ => false,
@@ -218,9 +194,7 @@ pub struct Policy {
 impl Policy {
     /// The allow rules of a session's or provider's grants: every `net.connect(..)` capability
     /// becomes one rule; other capabilities are ignored. No deny rules, no waivers.
-    pub fn from_grants<'a>(
-        grants: impl IntoIterator<Item = &'a Capability>,
-    ) -> Result<Policy, RuleError> {
+    pub fn from_grants<'a>(grants: impl IntoIterator<Item = &'a Capability>) -> Result<Policy, RuleError> {
         let mut allow = Vec::new();
         for g in grants {
             if let Capability::NetConnect { host, port } = g {
@@ -231,10 +205,7 @@ impl Policy {
                 allow.push(text.parse()?);
             }
         }
-        Ok(Policy {
-            allow,
-            ..Policy::default()
-        })
+        Ok(Policy { allow, ..Policy::default() })
     }
 
     /// The allow rules as strings, in the form the binary's `--allow` takes.
@@ -265,18 +236,11 @@ impl Policy {
 
     /// Checks one address the connection would go to (resolved, or the literal itself).
     pub fn check_addr(&self, ip: IpAddr, port: u16) -> Result<(), Denial> {
-        let as_target = Target {
-            host: Host::Ip(ip),
-            port,
-        };
+        let as_target = Target { host: Host::Ip(ip), port };
         if let Some(d) = self.deny.iter().find(|r| r.matches(&as_target)) {
             return Err(Denial::DeniedByRule(d.text.clone()));
         }
-        if self
-            .dangerously_allow_private
-            .iter()
-            .any(|c| c.contains(ip))
-        {
+        if self.dangerously_allow_private.iter().any(|c| c.contains(ip)) {
             return Ok(());
         }
         match classify(ip) {
@@ -302,17 +266,12 @@ mod tests {
 
     fn check(p: &Policy, a: &str) -> Result<String, &'static str> {
         let t = parse_authority(a, None).unwrap();
-        p.check_target(&t)
-            .map(|r| r.to_string())
-            .map_err(|d| d.code())
+        p.check_target(&t).map(|r| r.to_string()).map_err(|d| d.code())
     }
 
     #[test]
     fn wildcards_ports_and_deny() {
-        let p = policy(
-            &["allowed.test:443", "*.example.test", "any.test"],
-            &["bad.example.test"],
-        );
+        let p = policy(&["allowed.test:443", "*.example.test", "any.test"], &["bad.example.test"]);
         assert_eq!(check(&p, "allowed.test:443"), Ok("allowed.test:443".into()));
         assert_eq!(check(&p, "allowed.test:80"), Err("port_not_granted"));
         assert_eq!(check(&p, "allowed.test.evil.test:443"), Err("not_granted"));
@@ -332,18 +291,11 @@ mod tests {
         assert!(check(&p, "0xa.5:80").is_ok());
         assert_eq!(check(&p, "10.0.0.6:80"), Err("ip_literal"));
         assert!(check(&p, "[::1]:5").is_ok());
-        assert_eq!(
-            p.check_addr("10.0.0.5".parse().unwrap(), 80)
-                .map_err(|d| d.code()),
-            Err("refused_address")
-        );
+        assert_eq!(p.check_addr("10.0.0.5".parse().unwrap(), 80).map_err(|d| d.code()), Err("refused_address"));
         let mut p = p;
         p.dangerously_allow_private = vec!["10.0.0.0/8".parse().unwrap()];
         assert!(p.check_addr("10.0.0.5".parse().unwrap(), 80).is_ok());
-        assert!(
-            p.check_addr("::ffff:10.0.0.5".parse().unwrap(), 80)
-                .is_err()
-        );
+        assert!(p.check_addr("::ffff:10.0.0.5".parse().unwrap(), 80).is_err());
     }
 
     #[test]
@@ -356,14 +308,8 @@ mod tests {
         ])
         .unwrap();
         let p = Policy::from_grants(&caps.0).unwrap();
-        assert_eq!(
-            p.allow_args(),
-            ["api.example.test:443", "*.cdn.test", "[2001:db8::1]:8443"]
-        );
-        assert_eq!(
-            check(&p, "api.example.test:443"),
-            Ok("api.example.test:443".into())
-        );
+        assert_eq!(p.allow_args(), ["api.example.test:443", "*.cdn.test", "[2001:db8::1]:8443"]);
+        assert_eq!(check(&p, "api.example.test:443"), Ok("api.example.test:443".into()));
         assert_eq!(check(&p, "api.example.test:80"), Err("port_not_granted"));
         assert!(check(&p, "[2001:db8::1]:8443").is_ok());
     }
@@ -374,11 +320,6 @@ mod tests {
             assert!(r.parse::<Rule>().is_err(), "{r}");
         }
         assert!("1.2.3.4/33".parse::<Cidr>().is_err());
-        assert!(
-            "127.0.0.0/8"
-                .parse::<Cidr>()
-                .unwrap()
-                .contains("127.9.9.9".parse().unwrap())
-        );
+        assert!("127.0.0.0/8".parse::<Cidr>().unwrap().contains("127.9.9.9".parse().unwrap()));
     }
 }

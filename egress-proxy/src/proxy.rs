@@ -108,9 +108,7 @@ pub struct Proxy {
 
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Proxy")
-            .field("listen", &self.local_addrs())
-            .finish_non_exhaustive()
+        f.debug_struct("Proxy").field("listen", &self.local_addrs()).finish_non_exhaustive()
     }
 }
 
@@ -126,10 +124,7 @@ struct Shared {
 }
 
 /// Binds every listener in `config` and runs until `shutdown` completes.
-pub async fn serve(
-    config: ProxyConfig,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), ProxyError> {
+pub async fn serve(config: ProxyConfig, shutdown: impl Future<Output = ()>) -> Result<(), ProxyError> {
     Proxy::bind(config).await?.run(shutdown).await
 }
 
@@ -154,9 +149,7 @@ fn build_resolver(servers: &[SocketAddr]) -> Result<TokioResolver, ProxyError> {
     o.use_hosts_file = ResolveHosts::Never;
     o.ip_strategy = LookupIpStrategy::Ipv4thenIpv6;
     o.ndots = 0;
-    builder
-        .build()
-        .map_err(|e| ProxyError::Resolver(e.to_string()))
+    builder.build().map_err(|e| ProxyError::Resolver(e.to_string()))
 }
 
 impl Proxy {
@@ -167,12 +160,7 @@ impl Proxy {
         }
         let mut tcp = Vec::new();
         for a in &cfg.listen {
-            let l = TcpListener::bind(a)
-                .await
-                .map_err(|source| ProxyError::Bind {
-                    what: a.to_string(),
-                    source,
-                })?;
+            let l = TcpListener::bind(a).await.map_err(|source| ProxyError::Bind { what: a.to_string(), source })?;
             tcp.push(l);
         }
         let mut unix = Vec::new();
@@ -183,25 +171,17 @@ impl Proxy {
                     let _ = std::fs::remove_file(p);
                 }
             }
-            let l = UnixListener::bind(p).map_err(|source| ProxyError::Bind {
-                what: p.display().to_string(),
-                source,
-            })?;
+            let l =
+                UnixListener::bind(p).map_err(|source| ProxyError::Bind { what: p.display().to_string(), source })?;
             unix.push((l, p.clone()));
         }
         let metrics = match cfg.metrics {
-            Some(a) => Some(
-                TcpListener::bind(a)
-                    .await
-                    .map_err(|source| ProxyError::Bind {
-                        what: a.to_string(),
-                        source,
-                    })?,
-            ),
+            Some(a) => {
+                Some(TcpListener::bind(a).await.map_err(|source| ProxyError::Bind { what: a.to_string(), source })?)
+            }
             None => None,
         };
-        let mut self_addrs: Vec<SocketAddr> =
-            tcp.iter().filter_map(|l| l.local_addr().ok()).collect();
+        let mut self_addrs: Vec<SocketAddr> = tcp.iter().filter_map(|l| l.local_addr().ok()).collect();
         self_addrs.extend(metrics.iter().filter_map(|l| l.local_addr().ok()));
         let resolver = build_resolver(&cfg.resolvers)?;
         let audit = AuditLog::open(cfg.audit.as_deref()).map_err(ProxyError::Audit)?;
@@ -225,10 +205,7 @@ impl Proxy {
 
     /// The bound TCP proxy addresses, in the order given.
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.tcp
-            .iter()
-            .filter_map(|l| l.local_addr().ok())
-            .collect()
+        self.tcp.iter().filter_map(|l| l.local_addr().ok()).collect()
     }
 
     /// The bound metrics address, if any.
@@ -364,9 +341,7 @@ fn head_refusal(e: &HeadError) -> Refuse {
     use crate::host::HostError;
     let code = match e {
         HeadError::HostMismatch { .. } | HeadError::DuplicateHost => "host_mismatch",
-        HeadError::Host(HostError::NotAbsolute) | HeadError::Host(HostError::BadScheme(_)) => {
-            "unsupported"
-        }
+        HeadError::Host(HostError::NotAbsolute) | HeadError::Host(HostError::BadScheme(_)) => "unsupported",
         HeadError::Host(_) => "invalid_host",
         HeadError::TooManyHeaders => "header_too_large",
         HeadError::Syntax(_) | HeadError::Framing(_) => "malformed",
@@ -400,18 +375,12 @@ impl Shared {
         m.accepted.fetch_add(1, Ordering::Relaxed);
         m.active.fetch_add(1, Ordering::Relaxed);
         let conn = self.conn_seq.fetch_add(1, Ordering::Relaxed);
-        let mut rec = AuditRecord {
-            conn,
-            client,
-            proto: "unknown",
-            ..AuditRecord::default()
-        };
+        let mut rec = AuditRecord { conn, client, proto: "unknown", ..AuditRecord::default() };
         let start = Instant::now();
         // A permit is taken at accept; the attempt is refused (in its own protocol) when none is
         // left. A hard cap on unpermitted sockets keeps a flood from holding memory.
         let permit = self.permits.clone().try_acquire_owned().ok();
-        let flood = permit.is_none()
-            && m.active.load(Ordering::Relaxed) > (self.cfg.max_connections as u64) * 2 + 16;
+        let flood = permit.is_none() && m.active.load(Ordering::Relaxed) > (self.cfg.max_connections as u64) * 2 + 16;
         if flood {
             rec.decision = "deny";
             rec.reason = "connection_limit";
@@ -430,15 +399,9 @@ impl Shared {
     async fn read_more<S: Io>(&self, s: &mut S, buf: &mut Vec<u8>) -> Result<usize, Refuse> {
         let mut tmp = [0u8; 8192];
         match tokio::time::timeout(self.cfg.idle_timeout, s.read(&mut tmp)).await {
-            Err(_) => Err(refuse(
-                "idle_timeout",
-                "the client sent no complete request in time",
-            )),
+            Err(_) => Err(refuse("idle_timeout", "the client sent no complete request in time")),
             Ok(Err(e)) => Err(refuse("malformed", format!("read error: {e}"))),
-            Ok(Ok(0)) => Err(refuse(
-                "malformed",
-                "the client closed before a complete request",
-            )),
+            Ok(Ok(0)) => Err(refuse("malformed", "the client closed before a complete request")),
             Ok(Ok(n)) => {
                 buf.extend_from_slice(&tmp[..n]);
                 Ok(n)
@@ -446,12 +409,7 @@ impl Shared {
         }
     }
 
-    async fn handle_io<S: Io>(
-        &self,
-        mut s: S,
-        permit: Option<OwnedSemaphorePermit>,
-        rec: &mut AuditRecord,
-    ) {
+    async fn handle_io<S: Io>(&self, mut s: S, permit: Option<OwnedSemaphorePermit>, rec: &mut AuditRecord) {
         let mut buf = Vec::with_capacity(4096);
         let res = match self.read_more(&mut s, &mut buf).await {
             Err(r) => Err(r),
@@ -464,11 +422,7 @@ impl Shared {
         if let Err((code, detail)) = res {
             // A refusal after the allow decision (a tunnel's first bytes failed their check)
             // turns the record into a denial.
-            rec.decision = if code == "upstream_failed" {
-                "error"
-            } else {
-                "deny"
-            };
+            rec.decision = if code == "upstream_failed" { "error" } else { "deny" };
             rec.reason = code;
             rec.detail = detail;
         }
@@ -489,10 +443,7 @@ impl Shared {
                 Ok(None) if buf.len() > self.cfg.max_header_bytes => {
                     break Err(refuse(
                         "header_too_large",
-                        format!(
-                            "the request head exceeds {} bytes",
-                            self.cfg.max_header_bytes
-                        ),
+                        format!("the request head exceeds {} bytes", self.cfg.max_header_bytes),
                     ));
                 }
                 Ok(None) => {
@@ -502,13 +453,9 @@ impl Shared {
             }
         };
         let head = match parsed {
-            Ok(h) if h.len > self.cfg.max_header_bytes => Err(refuse(
-                "header_too_large",
-                format!(
-                    "the request head exceeds {} bytes",
-                    self.cfg.max_header_bytes
-                ),
-            )),
+            Ok(h) if h.len > self.cfg.max_header_bytes => {
+                Err(refuse("header_too_large", format!("the request head exceeds {} bytes", self.cfg.max_header_bytes)))
+            }
             other => other,
         };
         let head = match head {
@@ -521,9 +468,7 @@ impl Shared {
             let target = match parse_authority(&head.target, None) {
                 Ok(t) => t,
                 Err(e) => {
-                    return self
-                        .http_deny(s, refuse("invalid_host", e.to_string()))
-                        .await;
+                    return self.http_deny(s, refuse("invalid_host", e.to_string())).await;
                 }
             };
             if let Err(e) = head.check_host(&target, target.port) {
@@ -558,12 +503,7 @@ impl Shared {
         };
         let n = self.charge(fwd.upstream_head.len() as u64);
         if n < fwd.upstream_head.len() as u64 {
-            return self
-                .http_deny(
-                    s,
-                    refuse("byte_limit", "the session's byte budget is spent"),
-                )
-                .await;
+            return self.http_deny(s, refuse("byte_limit", "the session's byte budget is spent")).await;
         }
         rec.bytes_up += n;
         upstream
@@ -576,8 +516,7 @@ impl Shared {
             Body::Chunked => UpFilter::Chunked(ChunkedScanner::default()),
         };
         let leftover = buf.split_off(head.len);
-        self.pump(s, upstream, &fwd.target, leftover, filter, rec)
-            .await
+        self.pump(s, upstream, &fwd.target, leftover, filter, rec).await
     }
 
     async fn http_deny<S: Io>(&self, s: &mut S, r: Refuse) -> Result<(), Refuse> {
@@ -605,19 +544,13 @@ impl Shared {
                 }
                 Err(e) => {
                     let _ = s.write_all(&[5, 0xff]).await;
-                    let code = if e == SocksError::NoAcceptableMethod {
-                        "unsupported"
-                    } else {
-                        "malformed"
-                    };
+                    let code = if e == SocksError::NoAcceptableMethod { "unsupported" } else { "malformed" };
                     return Err(refuse(code, e.to_string()));
                 }
             }
         };
         buf.drain(..used);
-        s.write_all(&[5, 0])
-            .await
-            .map_err(|e| refuse("malformed", e.to_string()))?;
+        s.write_all(&[5, 0]).await.map_err(|e| refuse("malformed", e.to_string()))?;
         let (target, used) = loop {
             if buf.len() > 5 && buf[3] == 3 {
                 let end = buf.len().min(5 + usize::from(buf[4]));
@@ -649,9 +582,7 @@ impl Shared {
                 return Err(r);
             }
         };
-        s.write_all(&socks::reply_bytes(socks::reply::OK))
-            .await
-            .map_err(|e| refuse("malformed", e.to_string()))?;
+        s.write_all(&socks::reply_bytes(socks::reply::OK)).await.map_err(|e| refuse("malformed", e.to_string()))?;
         let filter = UpFilter::Tunnel(Inspect::Pending(Vec::new()));
         self.pump(s, upstream, &target, buf, filter, rec).await
     }
@@ -676,26 +607,15 @@ impl Shared {
         if !has_permit {
             return Err(refuse(
                 "connection_limit",
-                format!(
-                    "the session already has {} connections open",
-                    self.cfg.max_connections
-                ),
+                format!("the session already has {} connections open", self.cfg.max_connections),
             ));
         }
         if let Some(max) = self.cfg.max_bytes
             && self.bytes_used.load(Ordering::Relaxed) >= max
         {
-            return Err(refuse(
-                "byte_limit",
-                format!("the session's byte budget ({max} bytes) is spent"),
-            ));
+            return Err(refuse("byte_limit", format!("the session's byte budget ({max} bytes) is spent")));
         }
-        let rule = self
-            .cfg
-            .policy
-            .check_target(target)
-            .map_err(|d| refuse(d.code(), d.to_string()))?
-            .to_string();
+        let rule = self.cfg.policy.check_target(target).map_err(|d| refuse(d.code(), d.to_string()))?.to_string();
         let ips: Vec<IpAddr> = match &target.host {
             Host::Ip(ip) => vec![*ip],
             Host::Name(n) => {
@@ -715,10 +635,7 @@ impl Shared {
             let sa = SocketAddr::new(*ip, target.port);
             if self.is_self(sa) {
                 rec.addr = Some(sa.to_string());
-                return Err(refuse(
-                    "self_connect",
-                    format!("{sa} is this proxy (or its metrics endpoint)"),
-                ));
+                return Err(refuse("self_connect", format!("{sa} is this proxy (or its metrics endpoint)")));
             }
             if let Err(d) = self.cfg.policy.check_addr(*ip, target.port) {
                 rec.addr = Some(sa.to_string());
@@ -755,17 +672,10 @@ impl Shared {
     /// One lookup (the absolute name: no search domains), remembered until its TTL runs out.
     async fn resolve(&self, name: &str) -> Result<Vec<IpAddr>, Refuse> {
         let fqdn = format!("{name}.");
-        let looked = tokio::time::timeout(
-            self.cfg.connect_timeout,
-            self.resolver.lookup_ip(fqdn.as_str()),
-        )
-        .await;
+        let looked = tokio::time::timeout(self.cfg.connect_timeout, self.resolver.lookup_ip(fqdn.as_str())).await;
         let lookup = match looked {
             Err(_) => {
-                return Err(refuse(
-                    "resolve_failed",
-                    format!("resolving {name} timed out"),
-                ));
+                return Err(refuse("resolve_failed", format!("resolving {name} timed out")));
             }
             Ok(Err(e)) => return Err(refuse("resolve_failed", format!("resolving {name}: {e}"))),
             Ok(Ok(l)) => l,
@@ -791,12 +701,7 @@ impl Shared {
         let mut used = self.bytes_used.load(Ordering::Relaxed);
         loop {
             let take = n.min(max.saturating_sub(used));
-            match self.bytes_used.compare_exchange_weak(
-                used,
-                used + take,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
+            match self.bytes_used.compare_exchange_weak(used, used + take, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return take,
                 Err(now) => used = now,
             }
@@ -828,10 +733,7 @@ impl Shared {
                             Ok(Host::Name(s)) if &s == n => Ok(Some("tls")),
                             _ => Err(refuse(
                                 "sni_mismatch",
-                                format!(
-                                    "TLS SNI `{}` differs from the tunnel host `{n}`",
-                                    sni.escape_default()
-                                ),
+                                format!("TLS SNI `{}` differs from the tunnel host `{n}`", sni.escape_default()),
                             )),
                         },
                         (Host::Name(n), None) => Err(refuse(
@@ -841,10 +743,7 @@ impl Shared {
                         (Host::Ip(_), None) => Ok(Some("tls")),
                         (Host::Ip(ip), Some(sni)) => Err(refuse(
                             "sni_mismatch",
-                            format!(
-                                "TLS SNI `{}` sent through a tunnel to the address {ip}",
-                                sni.escape_default()
-                            ),
+                            format!("TLS SNI `{}` sent through a tunnel to the address {ip}", sni.escape_default()),
                         )),
                     }
                 }
@@ -864,21 +763,16 @@ impl Shared {
             b"CONNECT ",
             b"PRI ",
         ];
-        let starts_method = METHODS
-            .iter()
-            .any(|m| b.len() >= m.len() && b[..m.len()].eq_ignore_ascii_case(m));
-        let could_be_method = METHODS
-            .iter()
-            .any(|m| b.len() < m.len() && m[..b.len()].eq_ignore_ascii_case(b));
+        let starts_method = METHODS.iter().any(|m| b.len() >= m.len() && b[..m.len()].eq_ignore_ascii_case(m));
+        let could_be_method = METHODS.iter().any(|m| b.len() < m.len() && m[..b.len()].eq_ignore_ascii_case(b));
         if could_be_method && !starts_method {
             return Ok(None);
         }
         if starts_method {
             return match http::parse_head(b) {
-                Ok(None) if b.len() > self.cfg.max_header_bytes => Err(refuse(
-                    "header_too_large",
-                    "the request head inside the tunnel is too large",
-                )),
+                Ok(None) if b.len() > self.cfg.max_header_bytes => {
+                    Err(refuse("header_too_large", "the request head inside the tunnel is too large"))
+                }
                 Ok(None) => Ok(None),
                 Ok(Some(h)) => match h.check_host(target, target.port) {
                     Ok(()) => Ok(Some("http")),

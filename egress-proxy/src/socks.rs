@@ -95,10 +95,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Target, usize)>, SocksError> 
             let Some(a) = buf.get(4..8) else {
                 return Ok(None);
             };
-            (
-                Host::Ip(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))),
-                8,
-            )
+            (Host::Ip(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))), 8)
         }
         4 => {
             let Some(a) = buf.get(4..20) else {
@@ -147,10 +144,7 @@ mod tests {
     fn greeting() {
         assert_eq!(parse_greeting(&[5, 2, 2, 0]), Ok(Some(4)));
         assert_eq!(parse_greeting(&[5, 2, 2]), Ok(None));
-        assert_eq!(
-            parse_greeting(&[5, 1, 2]),
-            Err(SocksError::NoAcceptableMethod)
-        );
+        assert_eq!(parse_greeting(&[5, 1, 2]), Err(SocksError::NoAcceptableMethod));
         assert_eq!(parse_greeting(&[4, 1, 0]), Err(SocksError::Version));
     }
 
@@ -162,18 +156,13 @@ mod tests {
         let (t, n) = parse_request(&r).unwrap().unwrap();
         assert_eq!((t.to_string(), n), ("allowed.test:443".into(), r.len()));
         assert_eq!(parse_request(&r[..r.len() - 1]), Ok(None));
-        let (t, _) = parse_request(&[5, 1, 0, 1, 127, 0, 0, 1, 0, 80])
-            .unwrap()
-            .unwrap();
+        let (t, _) = parse_request(&[5, 1, 0, 1, 127, 0, 0, 1, 0, 80]).unwrap().unwrap();
         assert_eq!(t.to_string(), "127.0.0.1:80");
         let mut bad = vec![5, 1, 0, 3, 5];
         bad.extend_from_slice(b"a\0b.c");
         bad.extend_from_slice(&[0, 80]);
         assert!(matches!(parse_request(&bad), Err(SocksError::Host(_))));
-        assert_eq!(
-            parse_request(&[5, 3, 0, 1, 1, 1, 1, 1, 0, 53]),
-            Err(SocksError::Command(3))
-        );
+        assert_eq!(parse_request(&[5, 3, 0, 1, 1, 1, 1, 1, 0, 53]), Err(SocksError::Command(3)));
         let mut lit = vec![5, 1, 0, 3, 9];
         lit.extend_from_slice(b"127.0.0.1");
         lit.extend_from_slice(&[0, 80]);

@@ -51,8 +51,7 @@ impl<'a> Reader<'a> {
         self.take(1).map(|s| s[0])
     }
     fn u16(&mut self) -> Option<usize> {
-        self.take(2)
-            .map(|s| usize::from(u16::from_be_bytes([s[0], s[1]])))
+        self.take(2).map(|s| usize::from(u16::from_be_bytes([s[0], s[1]])))
     }
     fn vec8(&mut self) -> Option<&'a [u8]> {
         let n = usize::from(self.u8()?);
@@ -98,8 +97,7 @@ pub fn parse_client_hello(buf: &[u8]) -> HelloParse {
             if hs[0] != 1 {
                 return HelloParse::Malformed("the first handshake message is not a ClientHello");
             }
-            let body_len =
-                (usize::from(hs[1]) << 16) | (usize::from(hs[2]) << 8) | usize::from(hs[3]);
+            let body_len = (usize::from(hs[1]) << 16) | (usize::from(hs[2]) << 8) | usize::from(hs[3]);
             if body_len > MAX_HELLO {
                 return HelloParse::Malformed("ClientHello too large");
             }
@@ -127,10 +125,7 @@ fn parse_body(body: &[u8]) -> Option<Result<ClientHello, &'static str>> {
         return Some(Err("bad cipher suite list"));
     }
     r.vec8()?; // compression methods
-    let mut out = ClientHello {
-        sni: None,
-        ech: false,
-    };
+    let mut out = ClientHello { sni: None, ech: false };
     if r.b.is_empty() {
         return Some(Ok(out));
     }
@@ -214,24 +209,14 @@ mod tests {
     #[test]
     fn finds_sni_and_waits_for_more() {
         let rec = build_client_hello(Some("allowed.test"));
-        let want = HelloParse::Hello(ClientHello {
-            sni: Some("allowed.test".into()),
-            ech: false,
-        });
+        let want = HelloParse::Hello(ClientHello { sni: Some("allowed.test".into()), ech: false });
         assert_eq!(parse_client_hello(&rec), want);
         for cut in 0..rec.len() {
-            assert_eq!(
-                parse_client_hello(&rec[..cut]),
-                HelloParse::NeedMore,
-                "{cut}"
-            );
+            assert_eq!(parse_client_hello(&rec[..cut]), HelloParse::NeedMore, "{cut}");
         }
         assert_eq!(
             parse_client_hello(&build_client_hello(None)),
-            HelloParse::Hello(ClientHello {
-                sni: None,
-                ech: false
-            })
+            HelloParse::Hello(ClientHello { sni: None, ech: false })
         );
     }
 
@@ -246,21 +231,13 @@ mod tests {
         two.extend_from_slice(&[22, 3, 1]);
         two.extend_from_slice(&(b.len() as u16).to_be_bytes());
         two.extend_from_slice(b);
-        assert!(
-            matches!(parse_client_hello(&two), HelloParse::Hello(h) if h.sni.as_deref() == Some("split.test"))
-        );
+        assert!(matches!(parse_client_hello(&two), HelloParse::Hello(h) if h.sni.as_deref() == Some("split.test")));
     }
 
     #[test]
     fn garbage_is_not_tls_or_malformed_never_a_panic() {
-        assert_eq!(
-            parse_client_hello(b"GET / HTTP/1.1\r\n"),
-            HelloParse::NotTls
-        );
-        assert!(matches!(
-            parse_client_hello(&[22, 3, 1, 0, 4, 2, 0, 0, 0]),
-            HelloParse::Malformed(_)
-        ));
+        assert_eq!(parse_client_hello(b"GET / HTTP/1.1\r\n"), HelloParse::NotTls);
+        assert!(matches!(parse_client_hello(&[22, 3, 1, 0, 4, 2, 0, 0, 0]), HelloParse::Malformed(_)));
         // Every truncation and every single-byte corruption of a real hello terminates.
         let rec = build_client_hello(Some("allowed.test"));
         for i in 0..rec.len() {

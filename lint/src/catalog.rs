@@ -38,15 +38,10 @@ impl Catalog {
         let mut cat = Catalog::new();
         if let Some(providers) = value.get("providers") {
             let map = providers.as_object().ok_or_else(|| {
-                LintError::Catalog(
-                    "`providers` must be an object of NAME -> tools/list result".into(),
-                )
+                LintError::Catalog("`providers` must be an object of NAME -> tools/list result".into())
             })?;
             for (name, list) in map {
-                cat.insert(
-                    name.clone(),
-                    parse_tools(list, &format!("providers.{name}"))?,
-                );
+                cat.insert(name.clone(), parse_tools(list, &format!("providers.{name}"))?);
             }
         } else if value.get("tools").is_some() || value.is_array() {
             cat.insert(default_provider, parse_tools(value, "")?);
@@ -60,22 +55,18 @@ impl Catalog {
 
     /// [`Catalog::from_json`] from text.
     pub fn from_json_str(text: &str, default_provider: &str) -> Result<Self, LintError> {
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| LintError::Catalog(format!("not valid JSON: {e}")))?;
+        let v: Value = serde_json::from_str(text).map_err(|e| LintError::Catalog(format!("not valid JSON: {e}")))?;
         Self::from_json(&v, default_provider)
     }
 
     /// Every (provider, tool) pair, providers in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &ToolSpec)> {
-        self.providers
-            .iter()
-            .flat_map(|(p, tools)| tools.iter().map(move |t| (p.as_str(), t)))
+        self.providers.iter().flat_map(|(p, tools)| tools.iter().map(move |t| (p.as_str(), t)))
     }
 
     /// The tool with this index name (`<provider>__<tool>`), if any.
     pub fn find_index_name(&self, index: &str) -> Option<(&str, &ToolSpec)> {
-        self.iter()
-            .find(|(p, t)| crate::index_name(p, &t.name) == index)
+        self.iter().find(|(p, t)| crate::index_name(p, &t.name) == index)
     }
 
     /// Number of tools over all providers.

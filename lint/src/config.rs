@@ -64,24 +64,15 @@ impl Default for LintConfig {
     }
 }
 
-const TOP_KEYS: &[&str] = &[
-    "select",
-    "ignore",
-    "severity",
-    "mode",
-    "fail_on",
-    "providers",
-    "tools",
-];
+const TOP_KEYS: &[&str] = &["select", "ignore", "severity", "mode", "fail_on", "providers", "tools"];
 const SCOPE_KEYS: &[&str] = &["ignore", "severity", "mode"];
 
 impl LintConfig {
     /// Reads the `[lint]` table of a whole `axp.toml` (absent table: defaults). Other tables are
     /// not looked at; the gateway validates those.
     pub fn from_axp_toml(text: &str) -> Result<Self, LintError> {
-        let doc: Table = text.parse().map_err(|e: toml::de::Error| {
-            LintError::Config(format!("axp.toml is not valid TOML: {e}"))
-        })?;
+        let doc: Table =
+            text.parse().map_err(|e: toml::de::Error| LintError::Config(format!("axp.toml is not valid TOML: {e}")))?;
         match doc.get("lint") {
             None => Ok(Self::default()),
             Some(Value::Table(t)) => Self::from_table_with_source(t, Some(text)),
@@ -97,20 +88,15 @@ impl LintConfig {
     fn from_table_with_source(t: &Table, source: Option<&str>) -> Result<Self, LintError> {
         let mut errs = Vec::new();
         let mut cfg = Self::default();
-        let at = |key: &str| {
-            line_of(source, key)
-                .map(|l| format!("line {l}: "))
-                .unwrap_or_default()
-        };
+        let at = |key: &str| line_of(source, key).map(|l| format!("line {l}: ")).unwrap_or_default();
         for (k, v) in t {
             match k.as_str() {
                 "select" => cfg.select = rule_list(v, "lint.select", &mut errs),
                 "fail_on" => match v.as_str().and_then(Severity::parse) {
                     Some(s) => cfg.fail_on = s,
-                    None => errs.push(format!(
-                        "{}`lint.fail_on` must be \"error\", \"warning\" or \"note\"",
-                        at("fail_on")
-                    )),
+                    None => {
+                        errs.push(format!("{}`lint.fail_on` must be \"error\", \"warning\" or \"note\"", at("fail_on")))
+                    }
                 },
                 "ignore" | "severity" | "mode" => {}
                 "providers" | "tools" => {
@@ -144,11 +130,7 @@ impl LintConfig {
             }
         }
         cfg.global = overrides(t, "lint", &mut errs);
-        if errs.is_empty() {
-            Ok(cfg)
-        } else {
-            Err(LintError::Config(errs.join("\n")))
-        }
+        if errs.is_empty() { Ok(cfg) } else { Err(LintError::Config(errs.join("\n"))) }
     }
 
     fn scopes<'a>(&'a self, provider: &str, tool: &str) -> Vec<&'a Overrides> {
@@ -172,22 +154,17 @@ impl LintConfig {
         if !self.select.is_empty() && !self.select.contains(&rule.id) {
             return false;
         }
-        !self
-            .scopes(provider, tool)
-            .iter()
-            .any(|o| o.ignore.contains(&rule.id))
+        !self.scopes(provider, tool).iter().any(|o| o.ignore.contains(&rule.id))
     }
 
     /// The severity `rule` reports with for this tool.
     pub fn severity(&self, rule: &Rule, provider: &str, tool: &str) -> Severity {
-        self.lookup(rule, provider, tool, |o| &o.severity)
-            .unwrap_or(rule.default_severity)
+        self.lookup(rule, provider, tool, |o| &o.severity).unwrap_or(rule.default_severity)
     }
 
     /// The registration mode of `rule` for this tool.
     pub fn mode(&self, rule: &Rule, provider: &str, tool: &str) -> Mode {
-        self.lookup(rule, provider, tool, |o| &o.mode)
-            .unwrap_or(rule.default_mode)
+        self.lookup(rule, provider, tool, |o| &o.mode).unwrap_or(rule.default_mode)
     }
 
     fn lookup<T: Copy>(
@@ -199,9 +176,7 @@ impl LintConfig {
     ) -> Option<T> {
         self.scopes(provider, tool).into_iter().find_map(|o| {
             let m = map(o);
-            m.get(rule.id)
-                .or_else(|| m.get(rule.family.as_str()))
-                .copied()
+            m.get(rule.id).or_else(|| m.get(rule.family.as_str())).copied()
         })
     }
 }
@@ -209,10 +184,7 @@ impl LintConfig {
 fn unknown_key(at: &str, table: &str, key: &str, valid: &[&'static str]) -> String {
     match rules::nearest(key, valid.iter().copied()) {
         Some(n) => format!("{at}unknown key `{key}` in [{table}]; did you mean `{n}`?"),
-        None => format!(
-            "{at}unknown key `{key}` in [{table}]; valid keys: {}",
-            valid.join(", ")
-        ),
+        None => format!("{at}unknown key `{key}` in [{table}]; valid keys: {}", valid.join(", ")),
     }
 }
 
@@ -222,11 +194,7 @@ fn resolve(name: &str, at: &str, errs: &mut Vec<String>) -> Vec<&'static str> {
         return vec![r.id];
     }
     if let Some(f) = Family::ALL.iter().find(|f| f.as_str() == name) {
-        return RULES
-            .iter()
-            .filter(|r| r.family == *f)
-            .map(|r| r.id)
-            .collect();
+        return RULES.iter().filter(|r| r.family == *f).map(|r| r.id).collect();
     }
     errs.push(unknown_rule(name, at));
     Vec::new()
@@ -273,9 +241,7 @@ fn keyed<T>(
     let mut out = BTreeMap::new();
     let Some(v) = t.get(key) else { return out };
     let Some(tab) = v.as_table() else {
-        errs.push(format!(
-            "`{at}.{key}` must be a table, e.g. {key} = {{ AXP003 = \"{valid}\" }}"
-        ));
+        errs.push(format!("`{at}.{key}` must be a table, e.g. {key} = {{ AXP003 = \"{valid}\" }}"));
         return out;
     };
     for (k, v) in tab {
@@ -299,18 +265,8 @@ fn keyed<T>(
 
 fn overrides(t: &Table, at: &str, errs: &mut Vec<String>) -> Overrides {
     Overrides {
-        ignore: t
-            .get("ignore")
-            .map(|v| rule_list(v, &format!("{at}.ignore"), errs))
-            .unwrap_or_default(),
-        severity: keyed(
-            t,
-            "severity",
-            at,
-            Severity::parse,
-            "\"error\" | \"warning\" | \"note\"",
-            errs,
-        ),
+        ignore: t.get("ignore").map(|v| rule_list(v, &format!("{at}.ignore"), errs)).unwrap_or_default(),
+        severity: keyed(t, "severity", at, Severity::parse, "\"error\" | \"warning\" | \"note\"", errs),
         mode: keyed(t, "mode", at, Mode::parse, "\"warn\" | \"deny\"", errs),
     }
 }
@@ -321,8 +277,7 @@ fn line_of(source: Option<&str>, key: &str) -> Option<usize> {
         .lines()
         .position(|l| {
             let l = l.trim_start();
-            l.strip_prefix(key)
-                .is_some_and(|rest| rest.trim_start().starts_with('='))
+            l.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('='))
                 || l.contains(&format!(".{key}]"))
         })
         .map(|i| i + 1)

@@ -46,10 +46,7 @@ pub struct Lockfile {
 
 impl Default for Lockfile {
     fn default() -> Self {
-        Self {
-            version: LOCK_VERSION,
-            tools: BTreeMap::new(),
-        }
+        Self { version: LOCK_VERSION, tools: BTreeMap::new() }
     }
 }
 
@@ -74,10 +71,7 @@ pub fn canonical_json(v: &Value) -> String {
 }
 
 fn hex_sha256(s: &str) -> String {
-    Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The pinned hash of a tool.
@@ -105,8 +99,7 @@ pub enum PinStatus {
 impl Lockfile {
     /// Parses `axp.lock` text.
     pub fn parse(text: &str) -> Result<Self, LintError> {
-        let lock: Lockfile =
-            toml::from_str(text).map_err(|e| LintError::Lockfile(e.to_string()))?;
+        let lock: Lockfile = toml::from_str(text).map_err(|e| LintError::Lockfile(e.to_string()))?;
         if lock.version != LOCK_VERSION {
             return Err(LintError::Lockfile(format!(
                 "version {} is not supported (this axp writes version {LOCK_VERSION})",
@@ -141,9 +134,7 @@ impl Lockfile {
 
     /// Approves the current version of the catalog's tool `index` (`<provider>__<tool>`).
     pub fn approve(&mut self, catalog: &Catalog, index: &str) -> Result<(), LintError> {
-        let (p, spec) = catalog
-            .find_index_name(index)
-            .ok_or_else(|| LintError::UnknownTool(index.to_string()))?;
+        let (p, spec) = catalog.find_index_name(index).ok_or_else(|| LintError::UnknownTool(index.to_string()))?;
         let (p, spec) = (p.to_string(), spec.clone());
         self.pin(&p, &spec);
         Ok(())
@@ -175,11 +166,8 @@ impl Lockfile {
     /// The approved version of a tool, for the gateway to keep serving while a change waits.
     pub fn pinned_spec(&self, index: &str) -> Option<ToolSpec> {
         let pin = self.tools.get(index)?;
-        let mut spec = ToolSpec::new(
-            pin.tool.clone(),
-            pin.description.clone(),
-            serde_json::from_str(&pin.input_schema).ok()?,
-        );
+        let mut spec =
+            ToolSpec::new(pin.tool.clone(), pin.description.clone(), serde_json::from_str(&pin.input_schema).ok()?);
         spec.annotations = match &pin.annotations {
             Some(a) => Some(serde_json::from_str(a).ok()?),
             None => None,
@@ -189,9 +177,7 @@ impl Lockfile {
 }
 
 fn finding(rule: &str, provider: &str, tool: &str, pointer: &str, message: String) -> Finding {
-    let sev = rules::rule(rule)
-        .map(|r| r.default_severity)
-        .unwrap_or(crate::Severity::Error);
+    let sev = rules::rule(rule).map(|r| r.default_severity).unwrap_or(crate::Severity::Error);
     Finding {
         rule_id: rule.to_string(),
         severity: sev,
@@ -214,16 +200,9 @@ fn describe_change(pin: &Pin, spec: &ToolSpec) -> (String, String) {
         if let Some(added) = new.strip_prefix(old.as_str()) {
             parts.push(format!("description gained \"{}\"", clip(added, 160)));
         } else if let Some(added) = new.strip_suffix(old.as_str()) {
-            parts.push(format!(
-                "description gained a prefix \"{}\"",
-                clip(added, 160)
-            ));
+            parts.push(format!("description gained a prefix \"{}\"", clip(added, 160)));
         } else {
-            parts.push(format!(
-                "description changed from \"{}\" to \"{}\"",
-                clip(old, 80),
-                clip(new, 160)
-            ));
+            parts.push(format!("description changed from \"{}\" to \"{}\"", clip(old, 80), clip(new, 160)));
         }
     }
     if pin.input_schema != canonical_json(&spec.input_schema) {

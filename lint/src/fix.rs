@@ -25,16 +25,9 @@ fn tools_base(value: &Value, provider: &str, default_provider: &str) -> Option<S
         None => (String::new(), value),
     };
     if v.get("providers").is_some() {
-        Some(format!(
-            "{prefix}/providers/{}/tools",
-            pointer_escape(provider)
-        ))
+        Some(format!("{prefix}/providers/{}/tools", pointer_escape(provider)))
     } else if provider == default_provider {
-        Some(if v.is_array() {
-            prefix
-        } else {
-            format!("{prefix}/tools")
-        })
+        Some(if v.is_array() { prefix } else { format!("{prefix}/tools") })
     } else {
         None
     }
@@ -59,10 +52,7 @@ pub fn fix_tools_json(value: &Value) -> Result<(Value, Vec<AppliedFix>), LintErr
             let Some(base) = tools_base(&v, &f.provider, PROVIDER) else {
                 continue;
             };
-            let Some(idx) = catalog
-                .providers
-                .get(&f.provider)
-                .and_then(|ts| ts.iter().position(|t| t.name == f.tool))
+            let Some(idx) = catalog.providers.get(&f.provider).and_then(|ts| ts.iter().position(|t| t.name == f.tool))
             else {
                 continue;
             };
@@ -99,16 +89,11 @@ pub(crate) fn apply(root: &mut Value, op: &PatchOp, base: &str) -> Result<(), St
     let split = |path: &str| -> Result<(String, String), String> {
         let full = format!("{base}{path}");
         let (parent, last) = full.rsplit_once('/').ok_or("empty pointer")?;
-        Ok((
-            parent.to_string(),
-            last.replace("~1", "/").replace("~0", "~"),
-        ))
+        Ok((parent.to_string(), last.replace("~1", "/").replace("~0", "~")))
     };
     match op {
         PatchOp::Replace { path, value } => {
-            let slot = root
-                .pointer_mut(&format!("{base}{path}"))
-                .ok_or("no such member")?;
+            let slot = root.pointer_mut(&format!("{base}{path}")).ok_or("no such member")?;
             *slot = value.clone();
         }
         PatchOp::Add { path, value } => {

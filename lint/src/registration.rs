@@ -24,15 +24,10 @@ pub enum Verdict {
 impl Verdict {
     /// Refuse when any finding belongs to a rule whose mode for that tool is `deny`.
     pub fn decide(findings: Vec<Finding>, config: &LintConfig) -> Verdict {
-        let (deny, warn): (Vec<Finding>, Vec<Finding>) = findings.into_iter().partition(|f| {
-            rules::rule(&f.rule_id)
-                .is_some_and(|r| config.mode(r, &f.provider, &f.tool) == Mode::Deny)
-        });
-        if deny.is_empty() {
-            Verdict::Publish { warnings: warn }
-        } else {
-            Verdict::Refuse { reasons: deny }
-        }
+        let (deny, warn): (Vec<Finding>, Vec<Finding>) = findings
+            .into_iter()
+            .partition(|f| rules::rule(&f.rule_id).is_some_and(|r| config.mode(r, &f.provider, &f.tool) == Mode::Deny));
+        if deny.is_empty() { Verdict::Publish { warnings: warn } } else { Verdict::Refuse { reasons: deny } }
     }
 
     /// `true` for [`Verdict::Publish`].
@@ -46,14 +41,7 @@ impl Verdict {
             Verdict::Publish { .. } => Vec::new(),
             Verdict::Refuse { reasons } => reasons
                 .iter()
-                .map(|f| {
-                    format!(
-                        "{} {}: {}",
-                        f.rule_id,
-                        f.rule().map(|r| r.name).unwrap_or(""),
-                        f.message
-                    )
-                })
+                .map(|f| format!("{} {}: {}", f.rule_id, f.rule().map(|r| r.name).unwrap_or(""), f.message))
                 .collect(),
         }
     }
@@ -61,12 +49,7 @@ impl Verdict {
 
 /// Lints one tool being registered: per-tool rules and its drift against `lock` (a change is
 /// AXP037; an unpinned tool is AXP038, after which the gateway pins it on publish).
-pub fn lint_tool(
-    provider: &str,
-    spec: &ToolSpec,
-    config: &LintConfig,
-    lock: &Lockfile,
-) -> Vec<Finding> {
+pub fn lint_tool(provider: &str, spec: &ToolSpec, config: &LintConfig, lock: &Lockfile) -> Vec<Finding> {
     lint_tool_in(provider, spec, config, lock, &Catalog::new())
 }
 

@@ -33,16 +33,9 @@ pub fn lint(catalog: &Catalog, config: &LintConfig) -> Report {
         }
     }
     raws.extend(checks::catalog::check_catalog(catalog));
-    let findings = raws
-        .into_iter()
-        .filter_map(|(p, t, r)| to_finding(&p, &t, r, config))
-        .collect();
-    let mut report = Report {
-        findings,
-        providers: catalog.providers.len(),
-        tools: catalog.len(),
-        fail_on: config.fail_on,
-    };
+    let findings = raws.into_iter().filter_map(|(p, t, r)| to_finding(&p, &t, r, config)).collect();
+    let mut report =
+        Report { findings, providers: catalog.providers.len(), tools: catalog.len(), fail_on: config.fail_on };
     report.sort(catalog);
     report
 }
@@ -55,12 +48,7 @@ pub fn lint_with_lock(catalog: &Catalog, config: &LintConfig, lock: &Lockfile) -
     report
 }
 
-pub(crate) fn to_finding(
-    provider: &str,
-    tool: &str,
-    r: Raw,
-    config: &LintConfig,
-) -> Option<Finding> {
+pub(crate) fn to_finding(provider: &str, tool: &str, r: Raw, config: &LintConfig) -> Option<Finding> {
     let rule = rules::rule(r.rule)?;
     if !config.enabled(rule, provider, tool) {
         return None;
@@ -92,29 +80,17 @@ impl Report {
     }
 
     fn sort(&mut self, catalog: &Catalog) {
-        let order: BTreeMap<(&str, &str), usize> = catalog
-            .iter()
-            .enumerate()
-            .map(|(i, (p, t))| ((p, t.name.as_str()), i))
-            .collect();
+        let order: BTreeMap<(&str, &str), usize> =
+            catalog.iter().enumerate().map(|(i, (p, t))| ((p, t.name.as_str()), i)).collect();
         let mut keyed: Vec<(usize, Finding)> = std::mem::take(&mut self.findings)
             .into_iter()
             .map(|f| {
-                let k = order
-                    .get(&(f.provider.as_str(), f.tool.as_str()))
-                    .copied()
-                    .unwrap_or(usize::MAX);
+                let k = order.get(&(f.provider.as_str(), f.tool.as_str())).copied().unwrap_or(usize::MAX);
                 (k, f)
             })
             .collect();
         keyed.sort_by(|(ka, a), (kb, b)| {
-            (&a.provider, ka, &a.tool, &a.rule_id, &a.pointer).cmp(&(
-                &b.provider,
-                kb,
-                &b.tool,
-                &b.rule_id,
-                &b.pointer,
-            ))
+            (&a.provider, ka, &a.tool, &a.rule_id, &a.pointer).cmp(&(&b.provider, kb, &b.tool, &b.rule_id, &b.pointer))
         });
         self.findings = keyed.into_iter().map(|(_, f)| f).collect();
     }
@@ -154,21 +130,13 @@ impl Report {
                 f.provider,
                 f.tool,
                 f.message,
-                if f.pointer.is_empty() {
-                    "/"
-                } else {
-                    &f.pointer
-                },
+                if f.pointer.is_empty() { "/" } else { &f.pointer },
                 name
             ));
             if let Some(fix) = &f.fix {
                 s.push_str(&format!(
                     "  fix{}: {}\n",
-                    if fix.safe {
-                        ""
-                    } else {
-                        " (not applied by --fix)"
-                    },
+                    if fix.safe { "" } else { " (not applied by --fix)" },
                     fix.description
                 ));
             }
@@ -296,10 +264,7 @@ fn line_of_tool(source: &str, provider: &str, tool: &str) -> Option<usize> {
         if fleet && compact.starts_with(&prov_key) {
             in_provider = true;
         }
-        if in_provider
-            && compact.contains("\"name\":")
-            && compact.contains(&format!("\"name\":{tool_json}"))
-        {
+        if in_provider && compact.contains("\"name\":") && compact.contains(&format!("\"name\":{tool_json}")) {
             return Some(i + 1);
         }
     }

@@ -90,13 +90,7 @@ pub enum Family {
 
 impl Family {
     /// Every family, in id order.
-    pub const ALL: [Family; 5] = [
-        Family::Description,
-        Family::Schema,
-        Family::Catalog,
-        Family::Safety,
-        Family::Drift,
-    ];
+    pub const ALL: [Family; 5] = [Family::Description, Family::Schema, Family::Catalog, Family::Safety, Family::Drift];
 
     /// The lowercase name used in config (`select = ["safety"]`).
     pub fn as_str(self) -> &'static str {
@@ -576,18 +570,12 @@ pub fn explain(id: &str) -> Option<String> {
 
 /// The nearest valid rule id, rule name or family name to `input` (for "did you mean").
 pub fn nearest_rule_or_family(input: &str) -> Option<&'static str> {
-    let candidates = RULES
-        .iter()
-        .flat_map(|r| [r.id, r.name])
-        .chain(Family::ALL.iter().map(|f| f.as_str()));
+    let candidates = RULES.iter().flat_map(|r| [r.id, r.name]).chain(Family::ALL.iter().map(|f| f.as_str()));
     nearest(input, candidates)
 }
 
 /// The candidate closest to `input` by Jaro-Winkler, if any is reasonably close.
-pub(crate) fn nearest<'a>(
-    input: &str,
-    candidates: impl Iterator<Item = &'a str>,
-) -> Option<&'a str> {
+pub(crate) fn nearest<'a>(input: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let lower = input.to_ascii_lowercase();
     candidates
         .map(|c| (strsim::jaro_winkler(&lower, &c.to_ascii_lowercase()), c))

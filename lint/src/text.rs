@@ -513,19 +513,8 @@ pub(crate) const MUTATING_VERBS: &[&str] = &[
 ];
 
 /// Verbs whose tool destroys or overwrites data (AXP010 with destructiveHint=false).
-pub(crate) const DESTRUCTIVE_VERBS: &[&str] = &[
-    "delete",
-    "remove",
-    "drop",
-    "purge",
-    "truncate",
-    "destroy",
-    "overwrite",
-    "wipe",
-    "erase",
-    "reset",
-    "kill",
-];
+pub(crate) const DESTRUCTIVE_VERBS: &[&str] =
+    &["delete", "remove", "drop", "purge", "truncate", "destroy", "overwrite", "wipe", "erase", "reset", "kill"];
 
 /// `true` when `word` (any inflection) is one of `list`.
 pub(crate) fn is_in(word: &str, list: &[&str]) -> bool {
@@ -544,17 +533,11 @@ pub(crate) fn first_sentence(desc: &str) -> &str {
         if b == b'\n' && bytes.get(i + 1) == Some(&b'\n') {
             return s[..i].trim_end();
         }
-        if matches!(b, b'.' | b'!' | b'?')
-            && bytes.get(i + 1).is_none_or(|n| n.is_ascii_whitespace())
-        {
+        if matches!(b, b'.' | b'!' | b'?') && bytes.get(i + 1).is_none_or(|n| n.is_ascii_whitespace()) {
             let before = &s[..i];
-            let last_word = before
-                .rsplit(|c: char| c.is_whitespace())
-                .next()
-                .unwrap_or("");
-            let abbrev = ["e.g", "i.e", "etc", "vs", "approx", "incl"]
-                .iter()
-                .any(|a| last_word.eq_ignore_ascii_case(a));
+            let last_word = before.rsplit(|c: char| c.is_whitespace()).next().unwrap_or("");
+            let abbrev =
+                ["e.g", "i.e", "etc", "vs", "approx", "incl"].iter().any(|a| last_word.eq_ignore_ascii_case(a));
             if !abbrev {
                 return s[..=i].trim_end();
             }
@@ -674,12 +657,9 @@ pub(crate) fn describe_char(c: char) -> String {
         0xFEFF => "ZERO WIDTH NO-BREAK SPACE (BOM)".into(),
         0xFFA0 => "HALFWIDTH HANGUL FILLER".into(),
         0xE0001 => "LANGUAGE TAG".into(),
-        0xE0020..=0xE007E => format!(
-            "TAG {}",
-            char::from_u32(u - 0xE0000)
-                .map(|a| format!("'{a}'"))
-                .unwrap_or_default()
-        ),
+        0xE0020..=0xE007E => {
+            format!("TAG {}", char::from_u32(u - 0xE0000).map(|a| format!("'{a}'")).unwrap_or_default())
+        }
         0xE007F => "CANCEL TAG".into(),
         0xE0100..=0xE01EF => format!("VARIATION SELECTOR-{}", u - 0xE0100 + 17),
         _ => "INVISIBLE FORMAT CHARACTER".into(),
@@ -719,10 +699,7 @@ mod tests {
 
     #[test]
     fn first_sentence_skips_abbreviations() {
-        assert_eq!(
-            first_sentence("Reads a file, e.g. a log. More."),
-            "Reads a file, e.g. a log."
-        );
+        assert_eq!(first_sentence("Reads a file, e.g. a log. More."), "Reads a file, e.g. a log.");
         assert_eq!(first_sentence("No stop here"), "No stop here");
         assert_eq!(first_sentence("v1.2 is fine. Next"), "v1.2 is fine.");
     }

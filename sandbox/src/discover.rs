@@ -13,9 +13,7 @@ use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 /// Directories that are always readable inside the sandbox, so they never need a grant.
-const SYSTEM: [&str; 8] = [
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-];
+const SYSTEM: [&str; 8] = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"];
 
 fn is_system(p: &Path) -> bool {
     SYSTEM.iter().any(|s| p.starts_with(s))
@@ -28,9 +26,7 @@ pub fn find_program(name: &str, path_env: Option<&OsStr>) -> Option<PathBuf> {
         return p.is_absolute().then_some(p).filter(|p| p.is_file());
     }
     let path = path_env.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
-    std::env::split_paths(path)
-        .map(|d| d.join(name))
-        .find(|c| c.is_file())
+    std::env::split_paths(path).map(|d| d.join(name)).find(|c| c.is_file())
 }
 
 /// The directory to expose for one file: its install prefix when it sits in a `bin` directory
@@ -59,10 +55,7 @@ fn shebang(file: &Path) -> Option<Vec<String>> {
     let n = std::fs::File::open(file).ok()?.read(&mut buf).ok()?;
     let text = buf[..n].strip_prefix(b"#!")?;
     let line = text.split(|b| *b == b'\n').next()?;
-    let words: Vec<String> = String::from_utf8_lossy(line)
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
+    let words: Vec<String> = String::from_utf8_lossy(line).split_whitespace().map(str::to_string).collect();
     (!words.is_empty()).then_some(words)
 }
 
@@ -85,22 +78,14 @@ fn visit(file: &Path, path_env: Option<&OsStr>, out: &mut Vec<PathBuf>, depth: u
             out.push(r);
         }
     }
-    let venv_python = venv_home(file).and_then(|home| {
-        ["python3", "python"]
-            .iter()
-            .map(|n| home.join(n))
-            .find(|p| p.exists())
-    });
+    let venv_python =
+        venv_home(file).and_then(|home| ["python3", "python"].iter().map(|n| home.join(n)).find(|p| p.exists()));
     if let Some(py) = venv_python {
         visit(&py, path_env, out, depth + 1);
     }
     if let Some(words) = shebang(&canonical) {
         let interp = if words[0].ends_with("/env") {
-            words
-                .iter()
-                .skip(1)
-                .find(|w| !w.starts_with('-'))
-                .and_then(|w| find_program(w, path_env))
+            words.iter().skip(1).find(|w| !w.starts_with('-')).and_then(|w| find_program(w, path_env))
         } else {
             Some(PathBuf::from(&words[0]))
         };

@@ -67,11 +67,7 @@ fn cstr(p: impl AsRef<std::ffi::OsStr>) -> Result<CString, String> {
 
 /// Checks the return value of a libc call, turning -1 into a message naming the step.
 fn check(r: libc::c_long, what: impl FnOnce() -> String) -> Result<libc::c_long, String> {
-    if r < 0 {
-        Err(format!("{}: {}", what(), errno()))
-    } else {
-        Ok(r)
-    }
+    if r < 0 { Err(format!("{}: {}", what(), errno())) } else { Ok(r) }
 }
 
 /// The entry the gateway's `main()` calls first (before any runtime starts) when
@@ -87,9 +83,7 @@ pub fn exec_main(args: &[OsString]) -> ! {
         die("no command given (usage: EXE __sandbox-exec -- CMD ARGS…)");
     }
     let Some(encoded) = std::env::var_os(POLICY_ENV) else {
-        die(&format!(
-            "{POLICY_ENV} is not set; the policy must come from the gateway"
-        ));
+        die(&format!("{POLICY_ENV} is not set; the policy must come from the gateway"));
     };
     let policy = match Policy::from_env_value(&encoded) {
         Ok(p) => p,
@@ -112,10 +106,7 @@ fn close_from(first: u32) {
 fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
     let mut p = [0i32; 2];
     // SAFETY: pipe2 writes two new descriptors into the array, which we then own.
-    check(
-        unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } as libc::c_long,
-        || "pipe2".into(),
-    )?;
+    check(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } as libc::c_long, || "pipe2".into())?;
     // SAFETY: both descriptors were just created and are owned by nobody else.
     Ok(unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) })
 }
@@ -198,9 +189,7 @@ fn supervise(policy: &Policy, argv: &[OsString]) -> Result<Never, String> {
     }
     // The go byte: init proceeds only once it is placed.
     let mut alive_w = std::fs::File::from(alive_w);
-    alive_w
-        .write_all(b"g")
-        .map_err(|e| format!("starting init: {e}"))?;
+    alive_w.write_all(b"g").map_err(|e| format!("starting init: {e}"))?;
     let raw = wait_relay(pid, &set);
     let mut buf = [0u8; 4];
     let mut f = std::fs::File::from(status_r);
@@ -225,11 +214,7 @@ fn supervise(policy: &Policy, argv: &[OsString]) -> Result<Never, String> {
             libc::_exit(128 + sig)
         }
     }
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        EXIT_SETUP
-    };
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { EXIT_SETUP };
     // SAFETY: ends the process with the target's code.
     unsafe { libc::_exit(code) }
 }
@@ -290,27 +275,17 @@ fn init(
     crate::mounts::build_root(policy, grants)?;
     let host = HOSTNAME.as_bytes();
     // SAFETY: sethostname reads `host.len()` bytes from the slice.
-    check(
-        unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) } as libc::c_long,
-        || "sethostname".into(),
-    )?;
+    check(unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) } as libc::c_long, || "sethostname".into())?;
     crate::net::loopback_up()?;
-    if let NetPolicy::Proxy {
-        unix_socket,
-        listen_port,
-    } = &policy.net
-    {
+    if let NetPolicy::Proxy { unix_socket, listen_port } = &policy.net {
         crate::net::spawn_forwarder(unix_socket, *listen_port)?;
     }
 
     // Everything the target needs is prepared here, so the child only applies it.
     let env = policy.effective_env();
     let prog = resolve_program(&argv[0], &env, &policy.cwd);
-    let c_argv: Vec<CString> = argv
-        .iter()
-        .map(cstr)
-        .collect::<Result<_, _>>()
-        .map_err(|_| "argument contains a NUL byte".to_string())?;
+    let c_argv: Vec<CString> =
+        argv.iter().map(cstr).collect::<Result<_, _>>().map_err(|_| "argument contains a NUL byte".to_string())?;
     let c_env: Vec<CString> = env
         .iter()
         .map(|(k, v)| {
@@ -348,11 +323,7 @@ fn init(
     let _ = std::fs::File::from(err_r).read_to_end(&mut report);
     if let Some((&code, msg)) = report.split_first() {
         // The target never ran: report why, reap it, and end with the matching code.
-        let _ = writeln!(
-            std::io::stderr(),
-            "axp-sandbox: {}",
-            String::from_utf8_lossy(msg)
-        );
+        let _ = writeln!(std::io::stderr(), "axp-sandbox: {}", String::from_utf8_lossy(msg));
         let mut st = 0;
         // SAFETY: reaping our own child.
         unsafe { libc::waitpid(pid, &mut st, 0) };
@@ -363,11 +334,7 @@ fn init(
     let mut f = std::fs::File::from(status_w);
     let _ = f.write_all(&status.to_le_bytes());
     // Exiting pid 1 makes the kernel SIGKILL everything left in the namespace.
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128 + libc::WTERMSIG(status)
-    };
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) };
     // SAFETY: ends pid 1.
     unsafe { libc::_exit(code) }
 }
@@ -399,20 +366,10 @@ fn set_rlimit(res: libc::__rlimit_resource_t, v: Option<u64>, name: &str) -> Res
     let Some(v) = v else { return Ok(()) };
     // For CPU the hard limit is one second later, so the job first gets SIGXCPU (which it may
     // catch to clean up) and SIGKILL only after that.
-    let hard = if res == libc::RLIMIT_CPU {
-        v.saturating_add(1)
-    } else {
-        v
-    };
-    let lim = libc::rlimit {
-        rlim_cur: v,
-        rlim_max: hard,
-    };
+    let hard = if res == libc::RLIMIT_CPU { v.saturating_add(1) } else { v };
+    let lim = libc::rlimit { rlim_cur: v, rlim_max: hard };
     // SAFETY: setrlimit reads the local struct.
-    check(
-        unsafe { libc::setrlimit(res, &lim) } as libc::c_long,
-        || format!("setrlimit({name}={v})"),
-    )?;
+    check(unsafe { libc::setrlimit(res, &lim) } as libc::c_long, || format!("setrlimit({name}={v})"))?;
     Ok(())
 }
 
@@ -422,26 +379,15 @@ fn drop_capabilities() -> Result<(), String> {
     // SAFETY: prctl/capset with integer arguments and local structs.
     unsafe {
         for cap in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap) != 0
-                && *libc::__errno_location() == libc::EINVAL
-            {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap) != 0 && *libc::__errno_location() == libc::EINVAL {
                 break;
             }
         }
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        );
+        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
         // SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP | SECBIT_KEEP_CAPS off | NO_CAP_AMBIENT_RAISE,
         // each with its _LOCKED bit.
         let bits = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80;
-        check(
-            libc::prctl(libc::PR_SET_SECUREBITS, bits) as libc::c_long,
-            || "prctl(PR_SET_SECUREBITS)".into(),
-        )?;
+        check(libc::prctl(libc::PR_SET_SECUREBITS, bits) as libc::c_long, || "prctl(PR_SET_SECUREBITS)".into())?;
         #[repr(C)]
         struct Header {
             version: u32,
@@ -457,22 +403,9 @@ fn drop_capabilities() -> Result<(), String> {
             version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
             pid: 0,
         };
-        let d = [
-            Data {
-                effective: 0,
-                permitted: 0,
-                inheritable: 0,
-            },
-            Data {
-                effective: 0,
-                permitted: 0,
-                inheritable: 0,
-            },
-        ];
-        check(
-            libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()),
-            || "capset(0)".into(),
-        )?;
+        let d =
+            [Data { effective: 0, permitted: 0, inheritable: 0 }, Data { effective: 0, permitted: 0, inheritable: 0 }];
+        check(libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()), || "capset(0)".into())?;
     }
     Ok(())
 }
@@ -498,11 +431,7 @@ fn target(
     let cwd = cstr(&policy.cwd).map_err(setup)?;
     // SAFETY: chdir reads the NUL-terminated path.
     if unsafe { libc::chdir(cwd.as_ptr()) } != 0 {
-        return Err(setup(format!(
-            "cannot enter working directory {}: {}",
-            policy.cwd.display(),
-            errno()
-        )));
+        return Err(setup(format!("cannot enter working directory {}: {}", policy.cwd.display(), errno())));
     }
     let l = &policy.limits;
     set_rlimit(libc::RLIMIT_NPROC, l.procs, "RLIMIT_NPROC").map_err(setup)?;

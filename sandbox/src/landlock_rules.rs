@@ -9,8 +9,8 @@
 use std::path::Path;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use crate::policy::{NetPolicy, Policy};
@@ -44,43 +44,24 @@ pub(crate) fn restrict(policy: &Policy) -> Result<(), String> {
         .handle_access(AccessFs::from_all(abi))
         .map_err(e("handle fs"))?;
     if n >= 4 {
-        rs = rs
-            .handle_access(AccessNet::ConnectTcp)
-            .map_err(e("handle net"))?;
+        rs = rs.handle_access(AccessNet::ConnectTcp).map_err(e("handle net"))?;
     }
     if n >= 6 {
-        rs = rs
-            .scope(Scope::AbstractUnixSocket | Scope::Signal)
-            .map_err(e("scope"))?;
+        rs = rs.scope(Scope::AbstractUnixSocket | Scope::Signal).map_err(e("scope"))?;
     }
     let mut rs = rs.create().map_err(e("create"))?;
-    let fd =
-        |p: &Path| PathFd::new(p).map_err(|err| format!("landlock open {}: {err}", p.display()));
+    let fd = |p: &Path| PathFd::new(p).map_err(|err| format!("landlock open {}: {err}", p.display()));
 
-    rs = rs
-        .add_rule(PathBeneath::new(
-            fd(Path::new("/"))?,
-            AccessFs::from_read(abi),
-        ))
-        .map_err(e("rule /"))?;
+    rs = rs.add_rule(PathBeneath::new(fd(Path::new("/"))?, AccessFs::from_read(abi))).map_err(e("rule /"))?;
     let mut writable: Vec<&Path> = vec![Path::new("/tmp"), Path::new("/dev/shm")];
     if policy.workspace_writable {
         writable.push(&policy.workspace);
     }
     writable.extend(policy.read_write.iter().map(|p| p.as_path()));
     for p in writable {
-        rs = rs
-            .add_rule(PathBeneath::new(fd(p)?, AccessFs::from_all(abi)))
-            .map_err(e("rule rw"))?;
+        rs = rs.add_rule(PathBeneath::new(fd(p)?, AccessFs::from_all(abi))).map_err(e("rule rw"))?;
     }
-    let mut devices = vec![
-        "/dev/null",
-        "/dev/zero",
-        "/dev/full",
-        "/dev/random",
-        "/dev/urandom",
-        "/dev/tty",
-    ];
+    let mut devices = vec!["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
     if policy.allow_pty {
         devices.push("/dev/pts");
     }
@@ -90,21 +71,14 @@ pub(crate) fn restrict(policy: &Policy) -> Result<(), String> {
         } else {
             AccessFs::from_file(abi)
         };
-        rs = rs
-            .add_rule(PathBeneath::new(fd(Path::new(d))?, access))
-            .map_err(e("rule dev"))?;
+        rs = rs.add_rule(PathBeneath::new(fd(Path::new(d))?, access)).map_err(e("rule dev"))?;
     }
     if let (true, NetPolicy::Proxy { listen_port, .. }) = (n >= 4, &policy.net) {
-        rs = rs
-            .add_rule(NetPort::new(*listen_port, AccessNet::ConnectTcp))
-            .map_err(e("rule port"))?;
+        rs = rs.add_rule(NetPort::new(*listen_port, AccessNet::ConnectTcp)).map_err(e("rule port"))?;
     }
     let status = rs.restrict_self().map_err(e("restrict_self"))?;
     if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(format!(
-            "Landlock ruleset not fully enforced ({:?})",
-            status.ruleset
-        ));
+        return Err(format!("Landlock ruleset not fully enforced ({:?})", status.ruleset));
     }
     Ok(())
 }

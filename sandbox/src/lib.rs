@@ -46,28 +46,17 @@ const MAX_ENV_VALUE: usize = 128 * 1024 - 64;
 /// [`EXEC_ARG`] (the `axp` gateway, or this crate's `axp-sandbox-test`).
 pub fn command(exe: &Path, policy: &Policy, argv: &[String]) -> std::io::Result<Command> {
     if argv.is_empty() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "no command to run in the sandbox",
-        ));
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command to run in the sandbox"));
     }
     let encoded: OsString = policy.to_env_value();
     if encoded.len() > MAX_ENV_VALUE {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
-            format!(
-                "sandbox policy too large ({} bytes encoded, limit {MAX_ENV_VALUE})",
-                encoded.len()
-            ),
+            format!("sandbox policy too large ({} bytes encoded, limit {MAX_ENV_VALUE})", encoded.len()),
         ));
     }
     let mut cmd = Command::new(exe);
-    cmd.arg(EXEC_ARG)
-        .arg("--")
-        .args(argv)
-        .env_clear()
-        .env(POLICY_ENV, encoded)
-        .current_dir("/");
+    cmd.arg(EXEC_ARG).arg("--").args(argv).env_clear().env(POLICY_ENV, encoded).current_dir("/");
     Ok(cmd)
 }
 

@@ -17,9 +17,7 @@ const OLD: &str = "/oldroot";
 
 /// System directories bound read-only when present (symlinks, as on merged-/usr systems, are
 /// recreated as symlinks).
-const SYSTEM: [&str; 7] = [
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-];
+const SYSTEM: [&str; 7] = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
 
 /// `/etc` entries programs need: the dynamic loader, name-service switch, time zone, TLS roots,
 /// Debian alternatives, protocol tables. Credentials (`shadow`, `gshadow`, `sudoers`, `ssh`) are
@@ -57,8 +55,7 @@ const MOUNT_ATTR_NODEV: u64 = 0x4;
 const AT_RECURSIVE: u32 = 0x8000;
 
 fn c(p: impl AsRef<Path>) -> Result<CString, String> {
-    CString::new(p.as_ref().as_os_str().as_bytes())
-        .map_err(|_| format!("path {} contains NUL", p.as_ref().display()))
+    CString::new(p.as_ref().as_os_str().as_bytes()).map_err(|_| format!("path {} contains NUL", p.as_ref().display()))
 }
 
 fn err(what: String) -> String {
@@ -78,21 +75,9 @@ fn mount(
     let data_c = data.map(c).transpose()?;
     let p = |o: &Option<CString>| o.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
     // SAFETY: every pointer is NULL or a NUL-terminated string alive for the call.
-    let r = unsafe {
-        libc::mount(
-            p(&src_c),
-            dst_c.as_ptr(),
-            p(&fs_c),
-            flags,
-            p(&data_c).cast(),
-        )
-    };
+    let r = unsafe { libc::mount(p(&src_c), dst_c.as_ptr(), p(&fs_c), flags, p(&data_c).cast()) };
     if r != 0 {
-        return Err(err(format!(
-            "mount {} on {}",
-            src.or(fstype).unwrap_or("-"),
-            dst.display()
-        )));
+        return Err(err(format!("mount {} on {}", src.or(fstype).unwrap_or("-"), dst.display())));
     }
     Ok(())
 }
@@ -107,12 +92,7 @@ fn setattr(path: &Path, set: u64, recursive: bool) -> Result<(), String> {
         propagation: u64,
         userns_fd: u64,
     }
-    let attr = MountAttr {
-        attr_set: set,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
+    let attr = MountAttr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: 0 };
     let p = c(path)?;
     let flags = if recursive { AT_RECURSIVE } else { 0 };
     // SAFETY: the struct and path outlive the call; the size argument matches the struct.
@@ -166,25 +146,11 @@ pub(crate) struct Grant {
 /// Resolves the policy's workspace, granted paths and proxy socket directory on the host.
 pub(crate) fn resolve_grants(policy: &Policy) -> Result<Vec<Grant>, String> {
     let mut wanted: Vec<(PathBuf, Kind)> = Vec::new();
-    wanted.push((
-        policy.workspace.clone(),
-        if policy.workspace_writable {
-            Kind::ReadWrite
-        } else {
-            Kind::ReadOnly
-        },
-    ));
+    wanted.push((policy.workspace.clone(), if policy.workspace_writable { Kind::ReadWrite } else { Kind::ReadOnly }));
     wanted.extend(policy.read_only.iter().map(|p| (p.clone(), Kind::ReadOnly)));
-    wanted.extend(
-        policy
-            .read_write
-            .iter()
-            .map(|p| (p.clone(), Kind::ReadWrite)),
-    );
+    wanted.extend(policy.read_write.iter().map(|p| (p.clone(), Kind::ReadWrite)));
     if let NetPolicy::Proxy { unix_socket, .. } = &policy.net {
-        let dir = unix_socket
-            .parent()
-            .ok_or("the proxy socket path has no parent directory")?;
+        let dir = unix_socket.parent().ok_or("the proxy socket path has no parent directory")?;
         wanted.push((dir.to_path_buf(), Kind::ReadOnly));
     }
     // Parents before children, so nested grants land on top of their parents.
@@ -197,8 +163,7 @@ pub(crate) fn resolve_grants(policy: &Policy) -> Result<Vec<Grant>, String> {
             if dst == Path::new("/") || crate::policy::RESERVED.iter().any(|r| dst.starts_with(r)) {
                 return Err(format!("{} cannot be granted", dst.display()));
             }
-            let src = std::fs::canonicalize(&dst)
-                .map_err(|e| format!("cannot expose {}: {e}", dst.display()))?;
+            let src = std::fs::canonicalize(&dst).map_err(|e| format!("cannot expose {}: {e}", dst.display()))?;
             Ok(Grant { src, dst, kind })
         })
         .collect()
@@ -218,11 +183,9 @@ fn bind(host: &Path, dst: &Path, kind: Kind, mandatory: bool) -> Result<(), Stri
         mkdir_p(parent)?;
     }
     if meta.file_type().is_symlink() {
-        let target =
-            std::fs::read_link(&src).map_err(|e| format!("readlink {}: {e}", host.display()))?;
+        let target = std::fs::read_link(&src).map_err(|e| format!("readlink {}: {e}", host.display()))?;
         if std::fs::symlink_metadata(dst).is_err() {
-            std::os::unix::fs::symlink(&target, dst)
-                .map_err(|e| format!("symlink {}: {e}", dst.display()))?;
+            std::os::unix::fs::symlink(&target, dst).map_err(|e| format!("symlink {}: {e}", dst.display()))?;
         }
         return Ok(());
     }
@@ -230,8 +193,7 @@ fn bind(host: &Path, dst: &Path, kind: Kind, mandatory: bool) -> Result<(), Stri
         if meta.is_dir() {
             mkdir_p(dst)?;
         } else {
-            std::fs::File::create(dst)
-                .map_err(|e| format!("cannot create mount point {}: {e}", dst.display()))?;
+            std::fs::File::create(dst).map_err(|e| format!("cannot create mount point {}: {e}", dst.display()))?;
         }
     }
     let src_s = src.to_string_lossy();
@@ -257,9 +219,8 @@ fn pivot(new_root: &str, put_old: &str) -> Result<(), String> {
 fn synth_etc() -> Result<(), String> {
     // SAFETY: plain id getters.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let mut passwd = String::from(
-        "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-    );
+    let mut passwd =
+        String::from("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
     let mut group = String::from("root:x:0:\nnogroup:x:65534:\n");
     if uid != 0 && uid != 65534 {
         passwd.push_str(&format!("sandbox:x:{uid}:{gid}:sandbox:/tmp:/bin/sh\n"));
@@ -270,10 +231,7 @@ fn synth_etc() -> Result<(), String> {
     let files = [
         ("/etc/passwd", passwd),
         ("/etc/group", group),
-        (
-            "/etc/hosts",
-            "127.0.0.1 localhost axp-sandbox\n::1 localhost ip6-localhost\n".to_string(),
-        ),
+        ("/etc/hosts", "127.0.0.1 localhost axp-sandbox\n::1 localhost ip6-localhost\n".to_string()),
         ("/etc/hostname", "axp-sandbox\n".to_string()),
     ];
     for (p, data) in files {
@@ -291,13 +249,7 @@ pub(crate) fn build_root(policy: &Policy, grants: &[Grant]) -> Result<(), String
     // The new root is a tmpfs mounted over /tmp of this (private) mount namespace; after the
     // pivot the host's /tmp is visible again under /oldroot/tmp.
     let base = Path::new("/tmp");
-    mount(
-        Some("tmpfs"),
-        base,
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some("mode=0755,size=4m"),
-    )?;
+    mount(Some("tmpfs"), base, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=0755,size=4m"))?;
     std::env::set_current_dir(base).map_err(|e| format!("chdir /tmp: {e}"))?;
     std::fs::create_dir("oldroot").map_err(|e| format!("mkdir oldroot: {e}"))?;
     pivot(".", "oldroot")?;
@@ -325,13 +277,7 @@ pub(crate) fn build_root(policy: &Policy, grants: &[Grant]) -> Result<(), String
     // /dev: a small tmpfs with the harmless character devices bound from the host.
     let dev = Path::new("/dev");
     mkdir_p(dev)?;
-    mount(
-        Some("tmpfs"),
-        dev,
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NOEXEC,
-        Some("mode=0755,size=64k"),
-    )?;
+    mount(Some("tmpfs"), dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("mode=0755,size=64k"))?;
     for d in DEVICES {
         // /dev/null is the one programs cannot do without; the others may be absent in some
         // containers and are then simply missing inside too.
@@ -344,19 +290,12 @@ pub(crate) fn build_root(policy: &Policy, grants: &[Grant]) -> Result<(), String
         ("stdout", "/proc/self/fd/1"),
         ("stderr", "/proc/self/fd/2"),
     ] {
-        std::os::unix::fs::symlink(target, dev.join(name))
-            .map_err(|e| format!("symlink /dev/{name}: {e}"))?;
+        std::os::unix::fs::symlink(target, dev.join(name)).map_err(|e| format!("symlink /dev/{name}: {e}"))?;
     }
     let shm = dev.join("shm");
     mkdir_p(&shm)?;
     let tmp_opts = format!("mode=1777,size={}", policy.tmp_size.max(4096));
-    mount(
-        Some("tmpfs"),
-        &shm,
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(&tmp_opts),
-    )?;
+    mount(Some("tmpfs"), &shm, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmp_opts))?;
     if policy.allow_pty {
         let pts = dev.join("pts");
         mkdir_p(&pts)?;
@@ -367,8 +306,7 @@ pub(crate) fn build_root(policy: &Policy, grants: &[Grant]) -> Result<(), String
             libc::MS_NOSUID | libc::MS_NOEXEC,
             Some("newinstance,ptmxmode=0666,mode=0620"),
         )?;
-        std::os::unix::fs::symlink("pts/ptmx", dev.join("ptmx"))
-            .map_err(|e| format!("symlink /dev/ptmx: {e}"))?;
+        std::os::unix::fs::symlink("pts/ptmx", dev.join("ptmx")).map_err(|e| format!("symlink /dev/ptmx: {e}"))?;
     }
     setattr(dev, MOUNT_ATTR_RDONLY, false)?;
 
@@ -376,13 +314,7 @@ pub(crate) fn build_root(policy: &Policy, grants: &[Grant]) -> Result<(), String
     // visible at this point, hence before /oldroot is detached).
     let proc_ = Path::new("/proc");
     mkdir_p(proc_)?;
-    mount(
-        Some("proc"),
-        proc_,
-        Some("proc"),
-        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        None,
-    )?;
+    mount(Some("proc"), proc_, Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)?;
     if let Some(procs) = policy.limits.procs {
         // Linux >= 6.14 scopes pid_max to the pid namespace: a hard cap on the number of
         // processes that holds even for root, whose RLIMIT_NPROC the kernel does not enforce.
@@ -397,24 +329,14 @@ pub(crate) fn build_root(policy: &Policy, grants: &[Grant]) -> Result<(), String
         if p.exists() {
             let s = p.to_string_lossy();
             mount(Some(&s), p, None, libc::MS_BIND | libc::MS_REC, None)?;
-            setattr(
-                p,
-                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                true,
-            )?;
+            setattr(p, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true)?;
         }
     }
 
     // Private, size-limited /tmp.
     let tmp = Path::new("/tmp");
     mkdir_p(tmp)?;
-    mount(
-        Some("tmpfs"),
-        tmp,
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(&tmp_opts),
-    )?;
+    mount(Some("tmpfs"), tmp, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmp_opts))?;
 
     // Policy paths (resolved on the host before the namespaces were entered).
     for g in grants {
@@ -428,10 +350,6 @@ pub(crate) fn build_root(policy: &Policy, grants: &[Grant]) -> Result<(), String
         return Err(err("umount /oldroot".into()));
     }
     std::fs::remove_dir(OLD).map_err(|e| format!("rmdir /oldroot: {e}"))?;
-    setattr(
-        root,
-        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        false,
-    )?;
+    setattr(root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)?;
     Ok(())
 }

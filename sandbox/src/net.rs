@@ -25,16 +25,9 @@ pub(crate) fn loopback_up() -> Result<(), String> {
     // SAFETY: a datagram socket used only for the two interface ioctls below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
-        return Err(format!(
-            "socket for lo: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(format!("socket for lo: {}", std::io::Error::last_os_error()));
     }
-    let mut req = IfReq {
-        name: [0; 16],
-        flags: 0,
-        _pad: [0; 22],
-    };
+    let mut req = IfReq { name: [0; 16], flags: 0, _pad: [0; 22] };
     req.name[..2].copy_from_slice(b"lo");
     // SAFETY: the ioctls read and write the 40-byte ifreq-compatible local struct.
     let r = unsafe {
@@ -86,10 +79,7 @@ pub(crate) fn spawn_forwarder(unix_socket: &Path, port: u16) -> Result<(), Strin
     // SAFETY: the init process is single-threaded, so the child may run arbitrary code.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(format!(
-            "fork forwarder: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(format!("fork forwarder: {}", std::io::Error::last_os_error()));
     }
     if pid == 0 {
         let keep = listener.as_raw_fd() as u32;

@@ -130,11 +130,9 @@ impl fmt::Display for PolicyError {
             PolicyError::BadEnv { name } => {
                 write!(f, "invalid environment variable name {name:?}")
             }
-            PolicyError::CwdNotVisible(p) => write!(
-                f,
-                "working directory `{}` is not inside the workspace or a granted path",
-                p.display()
-            ),
+            PolicyError::CwdNotVisible(p) => {
+                write!(f, "working directory `{}` is not inside the workspace or a granted path", p.display())
+            }
             PolicyError::Decode(why) => write!(f, "malformed sandbox policy: {why}"),
         }
     }
@@ -143,12 +141,7 @@ impl fmt::Display for PolicyError {
 impl std::error::Error for PolicyError {}
 
 fn check_path(p: &Path) -> Result<PathBuf, PolicyError> {
-    let bad = |reason| {
-        Err(PolicyError::BadPath {
-            path: p.to_path_buf(),
-            reason,
-        })
-    };
+    let bad = |reason| Err(PolicyError::BadPath { path: p.to_path_buf(), reason });
     if !p.is_absolute() {
         return bad("not absolute");
     }
@@ -233,10 +226,7 @@ impl PolicyBuilder {
     /// Network off (`false`, the default) or through the egress proxy at `unix_socket`,
     /// reachable inside on `127.0.0.1:listen_port` (`true` via [`Self::net_proxy`]).
     pub fn net_proxy(mut self, unix_socket: impl Into<PathBuf>, listen_port: u16) -> Self {
-        self.net = NetPolicy::Proxy {
-            unix_socket: unix_socket.into(),
-            listen_port,
-        };
+        self.net = NetPolicy::Proxy { unix_socket: unix_socket.into(), listen_port };
         self
     }
 
@@ -307,8 +297,7 @@ impl PolicyBuilder {
         }
         for (name, value) in &self.env {
             let n = name.as_bytes();
-            if n.is_empty() || n.contains(&b'=') || n.contains(&0) || value.as_bytes().contains(&0)
-            {
+            if n.is_empty() || n.contains(&b'=') || n.contains(&0) || value.as_bytes().contains(&0) {
                 return Err(PolicyError::BadEnv { name: name.clone() });
             }
         }
@@ -318,10 +307,7 @@ impl PolicyBuilder {
         };
         let visible = cwd.starts_with(&workspace)
             || cwd.starts_with("/tmp")
-            || read_only
-                .iter()
-                .chain(&read_write)
-                .any(|p| cwd.starts_with(p));
+            || read_only.iter().chain(&read_write).any(|p| cwd.starts_with(p));
         if !visible {
             return Err(PolicyError::CwdNotVisible(cwd));
         }
@@ -461,10 +447,7 @@ impl Policy {
         w.u64(self.tmp_size);
         match &self.net {
             NetPolicy::None => w.0.push(0),
-            NetPolicy::Proxy {
-                unix_socket,
-                listen_port,
-            } => {
+            NetPolicy::Proxy { unix_socket, listen_port } => {
                 w.0.push(1);
                 w.path(unix_socket);
                 w.u64(u64::from(*listen_port));
@@ -495,25 +478,16 @@ impl Policy {
             env.push((k, v));
         }
         let cwd = r.path()?;
-        let limits = Limits {
-            procs: r.opt()?,
-            memory: r.opt()?,
-            file_size: r.opt()?,
-            open_files: r.opt()?,
-            cpu_secs: r.opt()?,
-        };
+        let limits =
+            Limits { procs: r.opt()?, memory: r.opt()?, file_size: r.opt()?, open_files: r.opt()?, cpu_secs: r.opt()? };
         let tmp_size = r.u64()?;
         let net = match r.u8()? {
             0 => NetPolicy::None,
             1 => {
                 let unix_socket = r.path()?;
                 let port = r.u64()?;
-                let listen_port =
-                    u16::try_from(port).map_err(|_| PolicyError::Decode("port out of range"))?;
-                NetPolicy::Proxy {
-                    unix_socket,
-                    listen_port,
-                }
+                let listen_port = u16::try_from(port).map_err(|_| PolicyError::Decode("port out of range"))?;
+                NetPolicy::Proxy { unix_socket, listen_port }
             }
             _ => return Err(PolicyError::Decode("bad network tag")),
         };
@@ -521,18 +495,7 @@ impl Policy {
         if !r.0.is_empty() {
             return Err(PolicyError::Decode("trailing bytes"));
         }
-        Ok(Policy {
-            workspace,
-            workspace_writable,
-            read_only,
-            read_write,
-            env,
-            cwd,
-            limits,
-            tmp_size,
-            net,
-            allow_pty,
-        })
+        Ok(Policy { workspace, workspace_writable, read_only, read_write, env, cwd, limits, tmp_size, net, allow_pty })
     }
 
     /// The encoding as lowercase hex, for the [`POLICY_ENV`] variable.
@@ -558,10 +521,8 @@ impl Policy {
             b'a'..=b'f' => Ok(c - b'a' + 10),
             _ => Err(PolicyError::Decode("bad hex digit")),
         };
-        let bytes = s
-            .chunks(2)
-            .map(|p| Ok((nib(p[0])? << 4) | nib(p[1])?))
-            .collect::<Result<Vec<u8>, PolicyError>>()?;
+        let bytes =
+            s.chunks(2).map(|p| Ok((nib(p[0])? << 4) | nib(p[1])?)).collect::<Result<Vec<u8>, PolicyError>>()?;
         Policy::decode(&bytes)
     }
 

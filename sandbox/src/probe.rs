@@ -83,20 +83,14 @@ impl HostSupport {
     /// The layers of a `kernel-lsm` sandbox if every mandatory one is available, else the first
     /// missing layer with its reason. cgroups are optional and reported in [`Layers::cgroups`].
     pub fn kernel_lsm_available(&self) -> Result<Layers, String> {
-        self.user_namespaces
-            .as_ref()
-            .map_err(|e| format!("user namespaces unavailable: {e}"))?;
-        self.pivot_root
-            .as_ref()
-            .map_err(|e| format!("pivot_root unavailable: {e}"))?;
+        self.user_namespaces.as_ref().map_err(|e| format!("user namespaces unavailable: {e}"))?;
+        self.pivot_root.as_ref().map_err(|e| format!("pivot_root unavailable: {e}"))?;
         let abi = match &self.landlock_abi {
             Ok(a) if *a >= 1 => *a,
             Ok(_) => return Err("Landlock unavailable: ABI 0".to_string()),
             Err(e) => return Err(format!("Landlock unavailable: {e}")),
         };
-        self.seccomp
-            .as_ref()
-            .map_err(|e| format!("seccomp unavailable: {e}"))?;
+        self.seccomp.as_ref().map_err(|e| format!("seccomp unavailable: {e}"))?;
         let abi = abi.min(MAX_LANDLOCK_ABI);
         Ok(Layers {
             landlock_abi: abi,
@@ -147,9 +141,7 @@ impl fmt::Display for HostSupport {
 }
 
 fn read_sysctl(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
 /// Landlock ABI version via `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`.
@@ -169,8 +161,7 @@ pub fn landlock_abi() -> Result<u32, String> {
         return Err(match e.raw_os_error() {
             Some(libc::ENOSYS) => "the kernel is built without Landlock".to_string(),
             Some(libc::EOPNOTSUPP) => {
-                "Landlock is disabled at boot (add landlock to the lsm= kernel parameter)"
-                    .to_string()
+                "Landlock is disabled at boot (add landlock to the lsm= kernel parameter)".to_string()
             }
             _ => format!("landlock_create_ruleset failed: {e}"),
         });
@@ -191,10 +182,7 @@ fn seccomp_support() -> Result<(), String> {
         )
     };
     if r != 0 {
-        return Err(format!(
-            "seccomp(SECCOMP_GET_ACTION_AVAIL, errno) failed: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(format!("seccomp(SECCOMP_GET_ACTION_AVAIL, errno) failed: {}", std::io::Error::last_os_error()));
     }
     Ok(())
 }
@@ -207,8 +195,7 @@ fn userns_sysctl_reason() -> Option<String> {
     if read_sysctl("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
         return Some("sysctl user.max_user_namespaces = 0".to_string());
     }
-    if read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1")
-    {
+    if read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
         return Some(
             "AppArmor restricts unprivileged user namespaces \
              (sysctl kernel.apparmor_restrict_unprivileged_userns = 1)"
@@ -255,14 +242,7 @@ fn namespace_trial() -> Result<(i32, i32), String> {
             {
                 fail(2);
             }
-            if libc::mount(
-                c"tmpfs".as_ptr(),
-                c"/tmp".as_ptr(),
-                c"tmpfs".as_ptr(),
-                0,
-                std::ptr::null(),
-            ) != 0
-            {
+            if libc::mount(c"tmpfs".as_ptr(), c"/tmp".as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) != 0 {
                 fail(2);
             }
             if libc::chdir(c"/tmp".as_ptr()) != 0
@@ -304,12 +284,9 @@ pub(crate) fn cgroup_dir() -> Result<PathBuf, String> {
             (post.split(' ').next() == Some("cgroup2")).then(|| pre.split(' ').nth(4))?
         })
         .ok_or("no cgroup v2 hierarchy is mounted")?;
-    let own = std::fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-    let rel = own
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .ok_or("this process has no cgroup v2 membership")?;
+    let own =
+        std::fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::")).ok_or("this process has no cgroup v2 membership")?;
     let dir = PathBuf::from(mount).join(rel.trim_start_matches('/'));
     let controllers = std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
     let have: Vec<&str> = controllers.split_whitespace().collect();
@@ -325,13 +302,9 @@ pub(crate) fn cgroup_dir() -> Result<PathBuf, String> {
     }
     let subtree = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
     if !(subtree.contains("pids") && subtree.contains("memory")) {
-        return Err(format!(
-            "pids/memory are not enabled in {}/cgroup.subtree_control",
-            dir.display()
-        ));
+        return Err(format!("pids/memory are not enabled in {}/cgroup.subtree_control", dir.display()));
     }
-    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-        .map_err(|_| "cgroup path contains NUL")?;
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| "cgroup path contains NUL")?;
     // SAFETY: access() reads the NUL-terminated path only.
     if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
         return Err(format!("{} is not writable by this user", dir.display()));
@@ -345,9 +318,7 @@ pub fn probe() -> HostSupport {
     let kernel = unsafe {
         let mut u: libc::utsname = std::mem::zeroed();
         libc::uname(&mut u);
-        std::ffi::CStr::from_ptr(u.release.as_ptr())
-            .to_string_lossy()
-            .into_owned()
+        std::ffi::CStr::from_ptr(u.release.as_ptr()).to_string_lossy().into_owned()
     };
     let (user_namespaces, pivot_root) = match namespace_trial() {
         Ok((0, _)) => (Ok(()), Ok(())),
@@ -358,19 +329,12 @@ pub fn probe() -> HostSupport {
                 .unwrap_or_else(|| format!("unshare(CLONE_NEWUSER) failed: {err}"));
             (Err(why.clone()), Err("needs user namespaces".to_string()))
         }
-        Ok((2, e)) => (
-            Ok(()),
-            Err(format!(
-                "mount inside a user namespace failed: {}",
-                std::io::Error::from_raw_os_error(e)
-            )),
-        ),
+        Ok((2, e)) => {
+            (Ok(()), Err(format!("mount inside a user namespace failed: {}", std::io::Error::from_raw_os_error(e))))
+        }
         Ok((_, e)) => (
             Ok(()),
-            Err(format!(
-                "pivot_root inside a user namespace failed: {}",
-                std::io::Error::from_raw_os_error(e)
-            )),
+            Err(format!("pivot_root inside a user namespace failed: {}", std::io::Error::from_raw_os_error(e))),
         ),
         Err(e) => (Err(e.clone()), Err(e)),
     };

@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch, sock_filter,
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    TargetArch, sock_filter,
 };
 
 /// Syscalls denied outright.
@@ -83,18 +83,9 @@ const CLONE_NS_FLAGS: [u64; 8] = [
 ];
 
 /// Socket families allowed for socket(2).
-const ALLOWED_FAMILIES: [u64; 3] = [
-    libc::AF_UNIX as u64,
-    libc::AF_INET as u64,
-    libc::AF_INET6 as u64,
-];
+const ALLOWED_FAMILIES: [u64; 3] = [libc::AF_UNIX as u64, libc::AF_INET as u64, libc::AF_INET6 as u64];
 
-fn cond(
-    arg: u8,
-    len: SeccompCmpArgLen,
-    op: SeccompCmpOp,
-    v: u64,
-) -> Result<SeccompCondition, String> {
+fn cond(arg: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, v: u64) -> Result<SeccompCondition, String> {
     SeccompCondition::new(arg, len, op, v).map_err(|e| format!("seccomp condition: {e}"))
 }
 
@@ -107,13 +98,8 @@ fn arch() -> Result<TargetArch, String> {
 }
 
 fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProgram, String> {
-    let f = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(errno as u32),
-        arch()?,
-    )
-    .map_err(|e| format!("seccomp filter: {e}"))?;
+    let f = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(errno as u32), arch()?)
+        .map_err(|e| format!("seccomp filter: {e}"))?;
     BpfProgram::try_from(f).map_err(|e| format!("seccomp compile: {e}"))
 }
 
@@ -121,22 +107,12 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProg
 /// cannot match number ranges, so this three-instruction program is written by hand.
 fn x32_filter() -> BpfProgram {
     const X32_BIT: u32 = 0x4000_0000;
-    let stmt = |code: u16, k: u32| sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    };
+    let stmt = |code: u16, k: u32| sock_filter { code, jt: 0, jf: 0, k };
     vec![
         // ld [nr]
         stmt(0x20, 0),
         // jge #X32_BIT ? next : skip one
-        sock_filter {
-            code: 0x35,
-            jt: 0,
-            jf: 1,
-            k: X32_BIT,
-        },
+        sock_filter { code: 0x35, jt: 0, jf: 1, k: X32_BIT },
         stmt(0x06, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
         stmt(0x06, libc::SECCOMP_RET_ALLOW),
     ]
@@ -170,11 +146,7 @@ pub(crate) fn filters() -> Result<Vec<BpfProgram>, String> {
     let mut nosys: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     nosys.insert(libc::SYS_clone3, Vec::new());
 
-    Ok(vec![
-        x32_filter(),
-        compile(deny, libc::EPERM)?,
-        compile(nosys, libc::ENOSYS)?,
-    ])
+    Ok(vec![x32_filter(), compile(deny, libc::EPERM)?, compile(nosys, libc::ENOSYS)?])
 }
 
 /// Names of the syscalls denied outright, for documentation and `axp sandbox check`.

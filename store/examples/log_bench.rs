@@ -29,11 +29,7 @@ fn report(label: &str, events: u64, bytes: u64, took: Duration) -> f64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let events: u64 = args
-        .next()
-        .map(|a| a.parse())
-        .transpose()?
-        .unwrap_or(200_000);
+    let events: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(200_000);
     let event_bytes: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(256);
     // fsync per event is orders of magnitude slower; fewer events keep the run short.
     let synced_events = (events / 1000).clamp(100, 1_000);
@@ -41,10 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tmp = std::env::temp_dir().join(format!("axp-log-bench-{}", std::process::id()));
     let store = Store::open(&tmp)?;
     let data = "x".repeat(event_bytes);
-    println!(
-        "event payload: {event_bytes} bytes of stdout; state dir {}",
-        tmp.display()
-    );
+    println!("event payload: {event_bytes} bytes of stdout; state dir {}", tmp.display());
 
     let log = store.log("plain")?;
     let t = Instant::now();
@@ -52,14 +45,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         log.append(JobEventKind::Stdout { data: data.clone() })?;
     }
     let plain = t.elapsed();
-    let plain_bytes = std::fs::metadata(
-        store
-            .dir()
-            .join("jobs")
-            .join(shard_of(&store, "plain")?)
-            .join("plain.jsonl"),
-    )?
-    .len();
+    let plain_bytes =
+        std::fs::metadata(store.dir().join("jobs").join(shard_of(&store, "plain")?).join("plain.jsonl"))?.len();
     let a = report("append (write only)", events, plain_bytes, plain);
 
     let log = store.log("synced")?;
@@ -70,12 +57,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let synced = t.elapsed();
     let per_event = plain_bytes / events.max(1);
-    let b = report(
-        "append + fsync per event",
-        synced_events,
-        per_event * synced_events,
-        synced,
-    );
+    let b = report("append + fsync per event", synced_events, per_event * synced_events, synced);
 
     let mut reader = store.log_reader("plain")?;
     let t = Instant::now();
@@ -93,17 +75,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let batched_dir = tmp.with_extension("batched");
     let batched_store = Store::open_with(
         &batched_dir,
-        StoreOptions::default().exit_sync(ExitSync::Batched {
-            interval: Duration::from_millis(100),
-        }),
+        StoreOptions::default().exit_sync(ExitSync::Batched { interval: Duration::from_millis(100) }),
     )?;
     let batched = lifecycle(&batched_store, "batched", jobs)?;
     let t = Instant::now();
     batched_store.sync_all()?;
-    println!(
-        "final sync_all (syncfs)      {:.3} ms",
-        t.elapsed().as_secs_f64() * 1e3
-    );
+    println!("final sync_all (syncfs)      {:.3} ms", t.elapsed().as_secs_f64() * 1e3);
     println!("ratio batched / inline exit sync: {:.1}x", batched / inline);
     drop(batched_store);
     std::fs::remove_dir_all(&batched_dir)?;
@@ -137,20 +114,9 @@ fn lifecycle(store: &Store, label: &str, jobs: u64) -> Result<f64, Box<dyn std::
         })?;
         in_db += db_start.elapsed();
         let log = store.log(&id)?;
-        log.append(JobEventKind::Progress {
-            progress: 0.5,
-            total: Some(1.0),
-            message: None,
-        })?;
-        log.append(JobEventKind::Stdout {
-            data: "hi\n".into(),
-        })?;
-        log.append(JobEventKind::Exit {
-            state: JobState::Exited,
-            code: Some(0),
-            signal: None,
-            error: None,
-        })?;
+        log.append(JobEventKind::Progress { progress: 0.5, total: Some(1.0), message: None })?;
+        log.append(JobEventKind::Stdout { data: "hi\n".into() })?;
+        log.append(JobEventKind::Exit { state: JobState::Exited, code: Some(0), signal: None, error: None })?;
         let db_start = Instant::now();
         store.set_job_state(&id, JobState::Exited, Some(0), None, None, Some(1))?;
         in_db += db_start.elapsed();
@@ -175,8 +141,5 @@ fn shard_of(store: &Store, id: &str) -> std::io::Result<String> {
             return Ok(d.file_name().to_string_lossy().into_owned());
         }
     }
-    Err(std::io::Error::new(
-        std::io::ErrorKind::NotFound,
-        "log file",
-    ))
+    Err(std::io::Error::new(std::io::ErrorKind::NotFound, "log file"))
 }

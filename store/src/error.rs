@@ -100,16 +100,10 @@ pub enum StoreError {
 
 impl StoreError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        StoreError::Io {
-            path: path.into(),
-            source,
-        }
+        StoreError::Io { path: path.into(), source }
     }
 
     pub(crate) fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
-        StoreError::Corrupt {
-            path: path.into(),
-            reason: reason.into(),
-        }
+        StoreError::Corrupt { path: path.into(), reason: reason.into() }
     }
 }

@@ -52,7 +52,8 @@ pub enum Created {
     Existing(JobRecord),
 }
 
-const COLUMNS: &str = "id, session_id, kind, spec, state, exit_code, signal, error, created_ms, ended_ms, idempotency_key";
+const COLUMNS: &str =
+    "id, session_id, kind, spec, state, exit_code, signal, error, created_ms, ended_ms, idempotency_key";
 
 /// A row in [`COLUMNS`] order, before its JSON and enum columns are decoded.
 struct RawJob {
@@ -88,10 +89,7 @@ fn raw_job(row: &Row<'_>) -> rusqlite::Result<RawJob> {
 impl Store {
     fn finish_job(&self, raw: RawJob) -> Result<JobRecord> {
         let bad = |what: &str, e: &dyn std::fmt::Display| {
-            StoreError::corrupt(
-                self.db_path(),
-                format!("job `{}` has an unreadable {what}: {e}", raw.id),
-            )
+            StoreError::corrupt(self.db_path(), format!("job `{}` has an unreadable {what}: {e}", raw.id))
         };
         let spec = serde_json::from_str(&raw.spec).map_err(|e| bad("spec", &e))?;
         let state = raw.state.parse().map_err(|e| bad("state", &e))?;
@@ -151,17 +149,12 @@ impl Store {
                 Err(rusqlite::Error::SqliteFailure(e, _))
                     if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
                 {
-                    return Err(StoreError::AlreadyExists {
-                        what: "job",
-                        id: job.id.clone(),
-                    });
+                    return Err(StoreError::AlreadyExists { what: "job", id: job.id.clone() });
                 }
                 Err(e) => return Err(e.into()),
             }
-            db.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM jobs WHERE session_id = ?1 AND idempotency_key = ?2"
-            ))?
-            .query_row(params![job.session_id, job.idempotency_key], raw_job)?
+            db.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE session_id = ?1 AND idempotency_key = ?2"))?
+                .query_row(params![job.session_id, job.idempotency_key], raw_job)?
         };
         Ok(Created::Existing(self.finish_job(raw)?))
     }
@@ -181,11 +174,9 @@ impl Store {
     pub fn list_jobs(&self, session_id: &str) -> Result<Vec<JobRecord>> {
         let raws = {
             let db = self.db();
-            let mut stmt = db.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM jobs WHERE session_id = ?1 ORDER BY created_ms, id"
-            ))?;
-            stmt.query_map([session_id], raw_job)?
-                .collect::<rusqlite::Result<Vec<_>>>()?
+            let mut stmt = db
+                .prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE session_id = ?1 ORDER BY created_ms, id"))?;
+            stmt.query_map([session_id], raw_job)?.collect::<rusqlite::Result<Vec<_>>>()?
         };
         raws.into_iter().map(|r| self.finish_job(r)).collect()
     }
@@ -211,19 +202,9 @@ impl Store {
                 "UPDATE jobs SET state = ?2, exit_code = ?3, signal = ?4, error = ?5, ended_ms = ?6
                  WHERE id = ?1",
             )?
-            .execute(params![
-                id,
-                state.as_str(),
-                exit_code,
-                signal,
-                error,
-                ended_ms.map(to_sql_int)
-            ])?;
+            .execute(params![id, state.as_str(), exit_code, signal, error, ended_ms.map(to_sql_int)])?;
         if n == 0 {
-            return Err(StoreError::NotFound {
-                what: "job",
-                id: id.to_string(),
-            });
+            return Err(StoreError::NotFound { what: "job", id: id.to_string() });
         }
         Ok(())
     }
@@ -242,8 +223,7 @@ impl Store {
         let running: Vec<String> = {
             let db = self.db();
             let mut stmt = db.prepare_cached("SELECT id FROM jobs WHERE state = ?1")?;
-            stmt.query_map([JobState::Running.as_str()], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?
+            stmt.query_map([JobState::Running.as_str()], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
         };
         let mut lost = 0;
         for id in running {
@@ -254,13 +234,7 @@ impl Store {
                 None => None,
             };
             if let Some(axp_protocol::methods::JobEvent {
-                kind:
-                    JobEventKind::Exit {
-                        state,
-                        code,
-                        signal,
-                        error,
-                    },
+                kind: JobEventKind::Exit { state, code, signal, error },
                 ts_ms,
                 ..
             }) = last

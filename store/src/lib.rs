@@ -130,10 +130,7 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions {
-            exit_sync: ExitSync::Inline,
-            lock_wait: Duration::from_secs(2),
-        }
+        StoreOptions { exit_sync: ExitSync::Inline, lock_wait: Duration::from_secs(2) }
     }
 }
 
@@ -181,19 +178,13 @@ struct Inner {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("dir", &self.inner.dir)
-            .finish_non_exhaustive()
+        f.debug_struct("Store").field("dir", &self.inner.dir).finish_non_exhaustive()
     }
 }
 
 /// Creates `path` and any missing parents with mode 0700 (existing directories keep theirs).
 pub(crate) fn create_private_dir(path: &Path) -> Result<()> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(|e| StoreError::io(path, e))
+    DirBuilder::new().recursive(true).mode(0o700).create(path).map_err(|e| StoreError::io(path, e))
 }
 
 /// Poisoning only means another thread panicked while holding the lock. Every guarded structure
@@ -258,10 +249,7 @@ impl Store {
         conn.busy_timeout(BUSY_TIMEOUT)?;
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::corrupt(
-                &db_path,
-                format!("SQLite refused WAL mode (journal_mode is `{mode}`)"),
-            ));
+            return Err(StoreError::corrupt(&db_path, format!("SQLite refused WAL mode (journal_mode is `{mode}`)")));
         }
         // Durability trade-off: in WAL mode, synchronous=NORMAL fsyncs the WAL only at
         // checkpoints, not at every commit. A committed transaction survives a crash of the
@@ -276,9 +264,7 @@ impl Store {
         let dir_fd = File::open(state_dir).map_err(|e| StoreError::io(state_dir, e))?;
         let syncer = match options.exit_sync {
             ExitSync::Inline => None,
-            ExitSync::Batched { interval } => {
-                Some(Arc::new(sync::Syncer::start(state_dir, interval)?))
-            }
+            ExitSync::Batched { interval } => Some(Arc::new(sync::Syncer::start(state_dir, interval)?)),
         };
 
         Ok(Store {
@@ -321,10 +307,7 @@ impl Store {
         let opened = JobLog::open(
             &self.inner.jobs_dir,
             job_id,
-            log::Shared {
-                syncer: self.inner.syncer.clone(),
-                _dir_lock: self.inner.lock.clone(),
-            },
+            log::Shared { syncer: self.inner.syncer.clone(), _dir_lock: self.inner.lock.clone() },
         )?;
         // Sweep dead entries now and then so the table tracks live logs, not every job ever.
         if logs.len() >= 64 && logs.len().is_power_of_two() {
@@ -340,8 +323,7 @@ impl Store {
     pub fn sync_all(&self) -> Result<()> {
         match &self.inner.syncer {
             Some(syncer) => syncer.sync_now(),
-            None => rustix::fs::syncfs(&self.inner.dir_fd)
-                .map_err(|e| StoreError::io(&self.inner.dir, e.into())),
+            None => rustix::fs::syncfs(&self.inner.dir_fd).map_err(|e| StoreError::io(&self.inner.dir, e.into())),
         }
     }
 
@@ -355,12 +337,7 @@ impl Store {
     /// Up to `max` events of job `job_id` from `from_seq` on (fewer at the end of the log, or
     /// when a read would exceed the per-call byte budget; at least one if any is there). Empty
     /// when `from_seq` is at or past the end. Shorthand for `log_reader(id)?.read(from, max)`.
-    pub fn read_log(
-        &self,
-        job_id: &str,
-        from_seq: u64,
-        max: usize,
-    ) -> Result<Vec<axp_protocol::methods::JobEvent>> {
+    pub fn read_log(&self, job_id: &str, from_seq: u64, max: usize) -> Result<Vec<axp_protocol::methods::JobEvent>> {
         self.log_reader(job_id)?.read(from_seq, max)
     }
 }
@@ -383,9 +360,7 @@ fn lock_dir(path: &Path, wait: Duration) -> Result<File> {
             Ok(()) => return Ok(file),
             Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
                 if std::time::Instant::now() >= deadline {
-                    return Err(StoreError::Locked {
-                        path: path.to_path_buf(),
-                    });
+                    return Err(StoreError::Locked { path: path.to_path_buf() });
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -399,17 +374,9 @@ fn migrate(conn: &mut Connection, db_path: &Path) -> Result<()> {
     let supported = i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX);
     let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if found > supported {
-        return Err(StoreError::SchemaTooNew {
-            path: db_path.to_path_buf(),
-            found,
-            supported,
-        });
+        return Err(StoreError::SchemaTooNew { path: db_path.to_path_buf(), found, supported });
     }
-    for (i, sql) in MIGRATIONS
-        .iter()
-        .enumerate()
-        .skip(from_sql_int(found) as usize)
-    {
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(from_sql_int(found) as usize) {
         // One transaction per step: a crash mid-migration leaves the previous version intact.
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute_batch(sql)?;

@@ -79,19 +79,13 @@ pub(crate) fn validate_id(id: &str) -> Result<()> {
         Some("it is longer than 128 bytes")
     } else if id.starts_with('.') {
         Some("it starts with a dot")
-    } else if !id
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
-    {
+    } else if !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)) {
         Some("only letters, digits, `_`, `.` and `-` are allowed")
     } else {
         None
     };
     match reason {
-        Some(reason) => Err(StoreError::InvalidId {
-            id: id.to_string(),
-            reason,
-        }),
+        Some(reason) => Err(StoreError::InvalidId { id: id.to_string(), reason }),
         None => Ok(()),
     }
 }
@@ -120,11 +114,7 @@ impl LogPaths {
     fn new(jobs_dir: &Path, id: &str) -> Result<Self> {
         validate_id(id)?;
         let dir = jobs_dir.join(shard(id));
-        Ok(LogPaths {
-            data: dir.join(format!("{id}.jsonl")),
-            index: dir.join(format!("{id}.idx")),
-            dir,
-        })
+        Ok(LogPaths { data: dir.join(format!("{id}.jsonl")), index: dir.join(format!("{id}.idx")), dir })
     }
 }
 
@@ -137,10 +127,7 @@ pub struct JobLog {
 
 impl std::fmt::Debug for JobLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JobLog")
-            .field("job_id", &self.inner.job_id)
-            .field("next_seq", &self.next_seq())
-            .finish()
+        f.debug_struct("JobLog").field("job_id", &self.inner.job_id).field("next_seq", &self.next_seq()).finish()
     }
 }
 
@@ -208,22 +195,16 @@ fn open_ro(path: &Path) -> Result<Option<File>> {
 }
 
 fn file_len(f: &File, path: &Path) -> Result<u64> {
-    f.metadata()
-        .map(|m| m.len())
-        .map_err(|e| StoreError::io(path, e))
+    f.metadata().map(|m| m.len()).map_err(|e| StoreError::io(path, e))
 }
 
 fn sync_dir(path: &Path) -> Result<()> {
-    File::open(path)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io(path, e))
+    File::open(path).and_then(|d| d.sync_all()).map_err(|e| StoreError::io(path, e))
 }
 
 fn read_entry(index: &File, path: &Path, i: u64) -> Result<u64> {
     let mut b = [0u8; 8];
-    index
-        .read_exact_at(&mut b, i * 8)
-        .map_err(|e| StoreError::io(path, e))?;
+    index.read_exact_at(&mut b, i * 8).map_err(|e| StoreError::io(path, e))?;
     Ok(u64::from_le_bytes(b))
 }
 
@@ -231,10 +212,7 @@ fn read_entry(index: &File, path: &Path, i: u64) -> Result<u64> {
 fn parse_line(line: &[u8], job_id: &str, seq: u64) -> std::result::Result<JobEvent, String> {
     let ev: JobEvent = serde_json::from_slice(line).map_err(|e| format!("event {seq}: {e}"))?;
     if ev.seq != seq || ev.job_id != job_id {
-        return Err(format!(
-            "expected event {seq} of job `{job_id}`, found event {} of job `{}`",
-            ev.seq, ev.job_id
-        ));
+        return Err(format!("expected event {seq} of job `{job_id}`, found event {} of job `{}`", ev.seq, ev.job_id));
     }
     Ok(ev)
 }
@@ -267,12 +245,8 @@ impl JobLog {
             unsynced_dirs.push(paths.dir.clone());
         }
         let (next_seq, data_len) = recover(&data, &index, &paths, job_id)?;
-        let data_reader = data
-            .try_clone()
-            .map_err(|e| StoreError::io(&paths.data, e))?;
-        let index_reader = index
-            .try_clone()
-            .map_err(|e| StoreError::io(&paths.index, e))?;
+        let data_reader = data.try_clone().map_err(|e| StoreError::io(&paths.data, e))?;
+        let index_reader = index.try_clone().map_err(|e| StoreError::io(&paths.index, e))?;
         Ok(JobLog {
             inner: Arc::new(LogInner {
                 job_id: job_id.to_string(),
@@ -317,35 +291,20 @@ impl JobLog {
         let w = &mut *guard;
         let paths = &self.inner.paths;
         let seq = w.next_seq;
-        let event = JobEvent {
-            job_id: self.inner.job_id.clone(),
-            seq,
-            ts_ms: now_ms(),
-            kind,
-        };
+        let event = JobEvent { job_id: self.inner.job_id.clone(), seq, ts_ms: now_ms(), kind };
         encode(&event, &mut w.buf).map_err(|e| StoreError::io(&paths.data, e))?;
         if w.buf.len() as u64 > MAX_EVENT_BYTES {
             let bytes = w.buf.len() as u64;
             w.buf = Vec::with_capacity(4096);
-            return Err(StoreError::EventTooLarge {
-                job_id: self.inner.job_id.clone(),
-                bytes,
-                max: MAX_EVENT_BYTES,
-            });
+            return Err(StoreError::EventTooLarge { job_id: self.inner.job_id.clone(), bytes, max: MAX_EVENT_BYTES });
         }
         let start = w.data_len;
         let end = start + w.buf.len() as u64;
         let is_exit = matches!(event.kind, JobEventKind::Exit { .. });
 
-        let written = w
-            .data
-            .write_all_at(&w.buf, start)
-            .map_err(|e| StoreError::io(&paths.data, e))
-            .and_then(|()| {
-                w.index
-                    .write_all_at(&end.to_le_bytes(), seq * 8)
-                    .map_err(|e| StoreError::io(&paths.index, e))
-            });
+        let written = w.data.write_all_at(&w.buf, start).map_err(|e| StoreError::io(&paths.data, e)).and_then(|()| {
+            w.index.write_all_at(&end.to_le_bytes(), seq * 8).map_err(|e| StoreError::io(&paths.index, e))
+        });
         if let Err(e) = written {
             // No index entry was written, so no reader has seen this event: cut off whatever
             // part of it made it to the files. Best effort: if this fails too, recovery on the
@@ -411,9 +370,9 @@ fn encode(event: &JobEvent, buf: &mut Vec<u8>) -> std::io::Result<()> {
     use std::io::Write;
     buf.clear();
     let bulky = match &event.kind {
-        JobEventKind::Stdout { data }
-        | JobEventKind::Stderr { data }
-        | JobEventKind::Pty { data } => data.len() >= BULKY_TEXT,
+        JobEventKind::Stdout { data } | JobEventKind::Stderr { data } | JobEventKind::Pty { data } => {
+            data.len() >= BULKY_TEXT
+        }
         JobEventKind::Result { .. } | JobEventKind::Log { .. } => true,
         JobEventKind::Progress { .. } | JobEventKind::Exit { .. } => false,
     };
@@ -428,11 +387,8 @@ fn encode(event: &JobEvent, buf: &mut Vec<u8>) -> std::io::Result<()> {
 }
 
 fn sync_pair(data: &File, index: &File, paths: &LogPaths) -> Result<()> {
-    data.sync_data()
-        .map_err(|e| StoreError::io(&paths.data, e))?;
-    index
-        .sync_data()
-        .map_err(|e| StoreError::io(&paths.index, e))
+    data.sync_data().map_err(|e| StoreError::io(&paths.data, e))?;
+    index.sync_data().map_err(|e| StoreError::io(&paths.index, e))
 }
 
 /// Reads events `[from, min(committed, from + max))`, within the byte budget. `data_len` is the
@@ -457,17 +413,9 @@ fn read_events(
     let first = from.saturating_sub(1);
     let count = want + u64::from(from > 0);
     let mut raw = vec![0u8; (count * 8) as usize];
-    index
-        .read_exact_at(&mut raw, first * 8)
-        .map_err(|e| StoreError::io(&paths.index, e))?;
-    let mut entries = raw
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
-    let start = if from > 0 {
-        entries.next().unwrap_or(0)
-    } else {
-        0
-    };
+    index.read_exact_at(&mut raw, first * 8).map_err(|e| StoreError::io(&paths.index, e))?;
+    let mut entries = raw.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
+    let start = if from > 0 { entries.next().unwrap_or(0) } else { 0 };
 
     // Choose how many events to take: monotonic ends, within data_len and the byte budget.
     let mut ends = Vec::with_capacity(want as usize);
@@ -476,10 +424,7 @@ fn read_events(
         if end <= prev {
             return Err(StoreError::corrupt(
                 &paths.index,
-                format!(
-                    "index entry {} ({end}) does not follow the previous one ({prev})",
-                    from + ends.len() as u64
-                ),
+                format!("index entry {} ({end}) does not follow the previous one ({prev})", from + ends.len() as u64),
             ));
         }
         if end > data_len || (!ends.is_empty() && end - start > READ_BUDGET_BYTES) {
@@ -503,8 +448,7 @@ fn read_events(
     };
 
     let mut bytes = vec![0u8; (last - start) as usize];
-    data.read_exact_at(&mut bytes, start)
-        .map_err(|e| StoreError::io(&paths.data, e))?;
+    data.read_exact_at(&mut bytes, start).map_err(|e| StoreError::io(&paths.data, e))?;
     let mut out = Vec::with_capacity(ends.len());
     let mut at = 0usize;
     for (i, end) in ends.into_iter().enumerate() {
@@ -512,10 +456,7 @@ fn read_events(
         let seq = from + i as u64;
         let line = &bytes[at..stop];
         let Some(body) = line.strip_suffix(b"\n") else {
-            return Err(StoreError::corrupt(
-                &paths.data,
-                format!("event {seq} is not terminated by a newline"),
-            ));
+            return Err(StoreError::corrupt(&paths.data, format!("event {seq} is not terminated by a newline")));
         };
         out.push(parse_line(body, job_id, seq).map_err(|r| StoreError::corrupt(&paths.data, r))?);
         at = stop;
@@ -548,8 +489,7 @@ fn recover(data: &File, index: &File, paths: &LogPaths, job_id: &str) -> Result<
         };
         if start < end && end <= data_len && end - start <= MAX_EVENT_BYTES {
             let mut line = vec![0u8; (end - start) as usize];
-            data.read_exact_at(&mut line, start)
-                .map_err(|e| StoreError::io(&paths.data, e))?;
+            data.read_exact_at(&mut line, start).map_err(|e| StoreError::io(&paths.data, e))?;
             if let Some(body) = line.strip_suffix(b"\n")
                 && parse_line(body, job_id, trusted - 1).is_ok()
             {
@@ -565,17 +505,13 @@ fn recover(data: &File, index: &File, paths: &LogPaths, job_id: &str) -> Result<
     let mut count = trusted;
     let mut repaired = trusted * 8 != index_len;
     if trusted * 8 != index_len {
-        index
-            .set_len(trusted * 8)
-            .map_err(|e| StoreError::io(&paths.index, e))?;
+        index.set_len(trusted * 8).map_err(|e| StoreError::io(&paths.index, e))?;
     }
 
     // Re-index complete lines that follow the trusted prefix.
     if good_len < data_len {
         let mut handle = data;
-        handle
-            .seek(SeekFrom::Start(good_len))
-            .map_err(|e| StoreError::io(&paths.data, e))?;
+        handle.seek(SeekFrom::Start(good_len)).map_err(|e| StoreError::io(&paths.data, e))?;
         let mut reader = BufReader::with_capacity(64 << 10, handle);
         let mut line = Vec::new();
         loop {
@@ -592,15 +528,12 @@ fn recover(data: &File, index: &File, paths: &LogPaths, job_id: &str) -> Result<
                 break;
             }
             good_len += n as u64;
-            index
-                .write_all_at(&good_len.to_le_bytes(), count * 8)
-                .map_err(|e| StoreError::io(&paths.index, e))?;
+            index.write_all_at(&good_len.to_le_bytes(), count * 8).map_err(|e| StoreError::io(&paths.index, e))?;
             count += 1;
             repaired = true;
         }
         if good_len < data_len {
-            data.set_len(good_len)
-                .map_err(|e| StoreError::io(&paths.data, e))?;
+            data.set_len(good_len).map_err(|e| StoreError::io(&paths.data, e))?;
             repaired = true;
         }
     }
@@ -624,11 +557,7 @@ pub struct LogReader {
 impl LogReader {
     pub(crate) fn open(jobs_dir: &Path, job_id: &str) -> Result<LogReader> {
         let paths = LogPaths::new(jobs_dir, job_id)?;
-        let mut reader = LogReader {
-            job_id: job_id.to_string(),
-            paths,
-            files: None,
-        };
+        let mut reader = LogReader { job_id: job_id.to_string(), paths, files: None };
         reader.ensure_open()?;
         Ok(reader)
     }
@@ -684,16 +613,7 @@ impl LogReader {
         // written before it, so the data length read afterwards covers it.
         let committed = file_len(index, &paths.index)? / 8;
         let data_len = file_len(data, &paths.data)?;
-        read_events(
-            &self.job_id,
-            paths,
-            data,
-            index,
-            committed,
-            data_len,
-            from_seq,
-            max,
-        )
+        read_events(&self.job_id, paths, data, index, committed, data_len, from_seq, max)
     }
 }
 
@@ -712,17 +632,7 @@ mod tests {
 
     #[test]
     fn ids_that_could_escape_the_jobs_dir_are_refused() {
-        for bad in [
-            "",
-            ".",
-            "..",
-            ".hidden",
-            "a/b",
-            "a\\b",
-            "a b",
-            "é",
-            &"x".repeat(129),
-        ] {
+        for bad in ["", ".", "..", ".hidden", "a/b", "a\\b", "a b", "é", &"x".repeat(129)] {
             assert!(validate_id(bad).is_err(), "{bad:?} must be refused");
         }
         for good in ["j_0", "a.b-c_D9", &"x".repeat(128)] {

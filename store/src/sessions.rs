@@ -32,8 +32,7 @@ pub struct SessionRecord {
     pub id_is_bearer: bool,
 }
 
-const COLUMNS: &str =
-    "id, workspace, tier, capabilities, created_ms, expires_ms, closed, token_id, id_is_bearer";
+const COLUMNS: &str = "id, workspace, tier, capabilities, created_ms, expires_ms, closed, token_id, id_is_bearer";
 
 /// The columns in [`COLUMNS`] order, with the capabilities still as JSON text.
 struct RawSession {
@@ -62,10 +61,7 @@ impl Store {
     fn finish_session(&self, raw: RawSession) -> Result<SessionRecord> {
         let mut record = raw.record;
         record.capabilities = serde_json::from_str(&raw.capabilities_json).map_err(|e| {
-            StoreError::corrupt(
-                self.db_path(),
-                format!("session `{}` has unreadable capabilities: {e}", record.id),
-            )
+            StoreError::corrupt(self.db_path(), format!("session `{}` has unreadable capabilities: {e}", record.id))
         })?;
         Ok(record)
     }
@@ -101,8 +97,7 @@ impl Store {
     pub fn get_session(&self, id: &str) -> Result<Option<SessionRecord>> {
         let raw = {
             let db = self.db();
-            let mut stmt =
-                db.prepare_cached(&format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"))?;
+            let mut stmt = db.prepare_cached(&format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"))?;
             stmt.query_row([id], raw_session).optional()?
         };
         raw.map(|r| self.finish_session(r)).transpose()
@@ -111,14 +106,9 @@ impl Store {
     /// Marks session `id` closed (idempotent). [`StoreError::NotFound`] if it never existed.
     pub fn close_session(&self, id: &str) -> Result<()> {
         let db = self.db();
-        let n = db
-            .prepare_cached("UPDATE sessions SET closed = 1 WHERE id = ?1")?
-            .execute([id])?;
+        let n = db.prepare_cached("UPDATE sessions SET closed = 1 WHERE id = ?1")?.execute([id])?;
         if n == 0 {
-            return Err(StoreError::NotFound {
-                what: "session",
-                id: id.to_string(),
-            });
+            return Err(StoreError::NotFound { what: "session", id: id.to_string() });
         }
         Ok(())
     }
@@ -127,11 +117,8 @@ impl Store {
     pub fn list_sessions(&self) -> Result<Vec<SessionRecord>> {
         let raws = {
             let db = self.db();
-            let mut stmt = db.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM sessions ORDER BY created_ms, id"
-            ))?;
-            stmt.query_map([], raw_session)?
-                .collect::<rusqlite::Result<Vec<_>>>()?
+            let mut stmt = db.prepare_cached(&format!("SELECT {COLUMNS} FROM sessions ORDER BY created_ms, id"))?;
+            stmt.query_map([], raw_session)?.collect::<rusqlite::Result<Vec<_>>>()?
         };
         raws.into_iter().map(|r| self.finish_session(r)).collect()
     }

@@ -44,11 +44,7 @@ impl Syncer {
     pub(crate) fn start(dir: &Path, interval: Duration) -> Result<Syncer> {
         let file = File::open(dir).map_err(|e| StoreError::io(dir, e))?;
         let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                dirty: false,
-                stop: false,
-                failed: None,
-            }),
+            state: Mutex::new(State { dirty: false, stop: false, failed: None }),
             wake: Condvar::new(),
             dir: file,
             path: dir.to_path_buf(),
@@ -59,10 +55,7 @@ impl Syncer {
             .name("axp-store-sync".into())
             .spawn(move || run(&for_thread))
             .map_err(|e| StoreError::io(dir, e))?;
-        Ok(Syncer {
-            shared,
-            thread: Some(thread),
-        })
+        Ok(Syncer { shared, thread: Some(thread) })
     }
 
     /// Asks for a sync within the interval. Never blocks on I/O.
@@ -104,11 +97,7 @@ fn run(shared: &Shared) {
         }
         // Let more exits accumulate for one interval (cut short by shutdown), then sync them all.
         if !s.stop {
-            s = shared
-                .wake
-                .wait_timeout_while(s, shared.interval, |s| !s.stop)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            s = shared.wake.wait_timeout_while(s, shared.interval, |s| !s.stop).unwrap_or_else(|p| p.into_inner()).0;
         }
         s.dirty = false;
         drop(s);

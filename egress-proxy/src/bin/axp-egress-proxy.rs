@@ -85,8 +85,7 @@ fn build(args: Args) -> anyhow::Result<ProxyConfig> {
         }
     }
     for f in &args.allow_file {
-        let text =
-            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
         for (i, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
@@ -117,11 +116,7 @@ fn build(args: Args) -> anyhow::Result<ProxyConfig> {
     Ok(ProxyConfig {
         listen,
         listen_unix: args.listen_unix,
-        policy: Policy {
-            allow,
-            deny,
-            dangerously_allow_private: private,
-        },
+        policy: Policy { allow, deny, dangerously_allow_private: private },
         resolvers: args.resolver,
         audit: args.audit,
         metrics: args.metrics,
@@ -136,14 +131,9 @@ fn build(args: Args) -> anyhow::Result<ProxyConfig> {
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     let rt = if args.threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
     } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(args.threads)
-            .enable_all()
-            .build()
+        tokio::runtime::Builder::new_multi_thread().worker_threads(args.threads).enable_all().build()
     };
     let result = match rt {
         Ok(rt) => rt.block_on(run(args)),
@@ -165,12 +155,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     if !cfg.policy.dangerously_allow_private.is_empty() {
         eprintln!(
             "axp-egress-proxy: warning: the address classifier is waived for {}",
-            cfg.policy
-                .dangerously_allow_private
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
+            cfg.policy.dangerously_allow_private.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
         );
     }
     let unix = cfg.listen_unix.clone();
@@ -182,14 +167,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
     });
     println!("{ready}");
     let shutdown = async {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}

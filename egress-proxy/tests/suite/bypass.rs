@@ -92,13 +92,7 @@ async fn every_ip_spelling_of_private_and_metadata_ranges_is_refused() {
 #[tokio::test]
 async fn an_exactly_granted_private_literal_is_still_refused_by_class() {
     let dns = Dns::start().await;
-    let p = TestProxy::start(config(
-        &dns,
-        &["10.0.0.1:80", "169.254.169.254", "[::1]"],
-        &[],
-        false,
-    ))
-    .await;
+    let p = TestProxy::start(config(&dns, &["10.0.0.1:80", "169.254.169.254", "[::1]"], &[], false)).await;
     for (i, (t, class)) in [
         ("http://10.0.0.1/", "private"),
         ("http://169.254.169.254/latest/meta-data/", "cloud-metadata"),
@@ -121,10 +115,7 @@ async fn a_granted_name_resolving_to_private_metadata_or_cgnat_is_refused() {
         ("metadata.test", "cloud-metadata"),
         ("cgnat.test", "cgnat"),
         ("mapped.test", "IPv4-mapped 10.0.0.1 which is private"),
-        (
-            "nat64.test",
-            "NAT64 169.254.169.254 which is cloud-metadata",
-        ),
+        ("nat64.test", "NAT64 169.254.169.254 which is cloud-metadata"),
     ]
     .iter()
     .enumerate()
@@ -173,11 +164,7 @@ async fn dns_rebinding_between_check_and_connect_never_reaches_the_second_addres
         }
     }
     assert_eq!(reached_a, 3);
-    assert_eq!(
-        b.seen.conns.load(Ordering::SeqCst),
-        0,
-        "the rebound address was reached"
-    );
+    assert_eq!(b.seen.conns.load(Ordering::SeqCst), 0, "the rebound address was reached");
     assert_eq!(dns.a_queries("rebind.test"), 6, "one lookup per attempt");
 }
 
@@ -187,16 +174,10 @@ async fn tls_through_connect(p: &TestProxy, tls: &TlsUpstream, host: &str, sni: 
     s.write_all(connect(&authority).as_bytes()).await.unwrap();
     let mut resp = [0u8; 39];
     s.read_exact(&mut resp).await.unwrap();
-    assert!(
-        resp.starts_with(b"HTTP/1.1 200"),
-        "{}",
-        String::from_utf8_lossy(&resp)
-    );
+    assert!(resp.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&resp));
     let mut roots = rustls::RootCertStore::empty();
     roots.add(tls.cert_der.clone()).unwrap();
-    let cfg = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let cfg = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
     let c = tokio_rustls::TlsConnector::from(Arc::new(cfg));
     let name = rustls::pki_types::ServerName::try_from(sni.to_string()).unwrap();
     c.connect(name, s).await.is_ok()
@@ -218,19 +199,12 @@ async fn sni_differing_from_the_connect_host_is_refused() {
 async fn a_client_hello_without_sni_is_refused_for_a_named_tunnel() {
     let (_dns, up, p) = setup().await;
     let mut s = TcpStream::connect(p.addr).await.unwrap();
-    s.write_all(connect(&format!("allowed.test:{}", up.addr.port())).as_bytes())
-        .await
-        .unwrap();
-    s.write_all(&axp_egress_proxy::tls::build_client_hello(None))
-        .await
-        .unwrap();
+    s.write_all(connect(&format!("allowed.test:{}", up.addr.port())).as_bytes()).await.unwrap();
+    s.write_all(&axp_egress_proxy::tls::build_client_hello(None)).await.unwrap();
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out).await;
     p.assert_denied(0, "sni_missing").await;
-    assert!(
-        up.seen.raw.lock().unwrap().is_empty(),
-        "no byte may reach the upstream"
-    );
+    assert!(up.seen.raw.lock().unwrap().is_empty(), "no byte may reach the upstream");
 }
 
 #[tokio::test]
@@ -239,50 +213,29 @@ async fn a_host_header_differing_from_the_target_is_refused() {
     let port = up.addr.port();
     // Plain HTTP: curl with an overriding Host header.
     let url = format!("http://allowed.test:{port}/");
-    let (_, out, _) = curl(&[
-        "-x",
-        &proxy_url(p.addr),
-        "-H",
-        "Host: evil.test",
-        "-w",
-        "%{http_code}",
-        "-o",
-        "/dev/null",
-        &url,
-    ])
-    .await;
+    let (_, out, _) =
+        curl(&["-x", &proxy_url(p.addr), "-H", "Host: evil.test", "-w", "%{http_code}", "-o", "/dev/null", &url]).await;
     assert_eq!(out, "400");
     p.assert_denied(0, "host_mismatch").await;
     // Inside a CONNECT tunnel: plain HTTP whose Host names another site.
     let mut s = TcpStream::connect(p.addr).await.unwrap();
-    s.write_all(connect(&format!("allowed.test:{port}")).as_bytes())
-        .await
-        .unwrap();
+    s.write_all(connect(&format!("allowed.test:{port}")).as_bytes()).await.unwrap();
     let mut resp = [0u8; 39];
     s.read_exact(&mut resp).await.unwrap();
-    s.write_all(b"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n")
-        .await
-        .unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n").await.unwrap();
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out).await;
     p.assert_denied(1, "host_mismatch").await;
     // A head only a lenient origin would parse (space before the colon) is not waved through.
     let mut s = TcpStream::connect(p.addr).await.unwrap();
-    s.write_all(connect(&format!("allowed.test:{port}")).as_bytes())
-        .await
-        .unwrap();
+    s.write_all(connect(&format!("allowed.test:{port}")).as_bytes()).await.unwrap();
     s.read_exact(&mut resp).await.unwrap();
-    s.write_all(b"GET / HTTP/1.1\r\nHost : evil.test\r\n\r\n")
-        .await
-        .unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost : evil.test\r\n\r\n").await.unwrap();
     let _ = s.read_to_end(&mut out).await;
     p.assert_denied(2, "malformed").await;
     // The CONNECT request's own Host header must agree with its authority too.
-    let st = raw_status(
-        p.addr,
-        &format!("CONNECT allowed.test:{port} HTTP/1.1\r\nHost: evil.test:{port}\r\n\r\n"),
-    )
-    .await;
+    let st =
+        raw_status(p.addr, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\nHost: evil.test:{port}\r\n\r\n")).await;
     assert!(st.starts_with("HTTP/1.1 400"), "{st}");
     p.assert_denied(3, "host_mismatch").await;
     assert!(up.seen.raw.lock().unwrap().is_empty());
@@ -317,16 +270,7 @@ async fn a_granted_domain_on_an_ungranted_port_is_refused() {
     let up = Upstream::start(UP_IP, 0, "plain").await;
     let p = TestProxy::start(config(&dns, &["allowed.test:443"], &[], true)).await;
     let url = format!("http://allowed.test:{}/", up.addr.port());
-    let (_, out, _) = curl(&[
-        "-x",
-        &proxy_url(p.addr),
-        "-w",
-        "%{http_code}",
-        "-o",
-        "/dev/null",
-        &url,
-    ])
-    .await;
+    let (_, out, _) = curl(&["-x", &proxy_url(p.addr), "-w", "%{http_code}", "-o", "/dev/null", &url]).await;
     assert_eq!(out, "403");
     p.assert_denied(0, "port_not_granted").await;
 }
@@ -335,26 +279,13 @@ async fn a_granted_domain_on_an_ungranted_port_is_refused() {
 async fn a_granted_name_as_a_prefix_of_another_domain_is_refused() {
     let (_dns, up, p) = setup().await;
     let url = format!("http://allowed.test.evil.test:{}/", up.addr.port());
-    let (_, out, _) = curl(&[
-        "-x",
-        &proxy_url(p.addr),
-        "-w",
-        "%{http_code}",
-        "-o",
-        "/dev/null",
-        &url,
-    ])
-    .await;
+    let (_, out, _) = curl(&["-x", &proxy_url(p.addr), "-w", "%{http_code}", "-o", "/dev/null", &url]).await;
     assert_eq!(out, "403");
     p.assert_denied(0, "not_granted").await;
     // And a wildcard covers sub-domains only, not the apex; deny rules win.
     raw_status(p.addr, &connect(&format!("sub.test:{}", up.addr.port()))).await;
     p.assert_denied(1, "not_granted").await;
-    raw_status(
-        p.addr,
-        &connect(&format!("bad.sub.test:{}", up.addr.port())),
-    )
-    .await;
+    raw_status(p.addr, &connect(&format!("bad.sub.test:{}", up.addr.port()))).await;
     p.assert_denied(2, "denied_by_rule").await;
     assert_eq!(up.seen.conns.load(Ordering::SeqCst), 0);
 }
@@ -375,10 +306,7 @@ async fn userinfo_and_fragment_tricks_are_refused() {
         assert!(st.starts_with("HTTP/1.1 400"), "{a}: {st}");
         let r = p.record(i as u64).await;
         assert_eq!(r["decision"], "deny", "{r}");
-        assert!(
-            ["invalid_host", "malformed"].contains(&r["reason"].as_str().unwrap()),
-            "{r}"
-        );
+        assert!(["invalid_host", "malformed"].contains(&r["reason"].as_str().unwrap()), "{r}");
     }
     assert_eq!(up.seen.conns.load(Ordering::SeqCst), 0);
 }
@@ -388,11 +316,9 @@ async fn trailing_dots_are_normalised_once_and_never_widen_a_grant() {
     let (_dns, up, p) = setup().await;
     let port = up.addr.port();
     // One trailing dot is the same DNS name: allowed, and the Host header may carry it too.
-    let st = raw_status(
-        p.addr,
-        &format!("GET http://allowed.test.:{port}/ HTTP/1.1\r\nHost: allowed.test.:{port}\r\n\r\n"),
-    )
-    .await;
+    let st =
+        raw_status(p.addr, &format!("GET http://allowed.test.:{port}/ HTTP/1.1\r\nHost: allowed.test.:{port}\r\n\r\n"))
+            .await;
     assert!(st.starts_with("HTTP/1.1 200"), "{st}");
     assert_eq!(p.record(0).await["decision"], "allow");
     // Two dots are not a name; an ungranted name with a dot is still ungranted.
@@ -410,32 +336,20 @@ async fn nul_and_crlf_injection_is_refused() {
     let port = up.addr.port();
     let attempts: Vec<Vec<u8>> = vec![
         format!("CONNECT allowed.test\0.evil.test:{port} HTTP/1.1\r\n\r\n").into_bytes(),
-        format!("GET http://allowed.test:{port}/ HTTP/1.1\r\nHost: allowed.test\0evil\r\n\r\n")
-            .into_bytes(),
+        format!("GET http://allowed.test:{port}/ HTTP/1.1\r\nHost: allowed.test\0evil\r\n\r\n").into_bytes(),
         format!("GET http://allowed.test%00.evil.test:{port}/ HTTP/1.1\r\n\r\n").into_bytes(),
-        format!("GET http://allowed.test%0d%0aHost:evil.test:{port}/ HTTP/1.1\r\n\r\n")
-            .into_bytes(),
+        format!("GET http://allowed.test%0d%0aHost:evil.test:{port}/ HTTP/1.1\r\n\r\n").into_bytes(),
         format!("CONNECT evil.test\r.allowed.test:{port} HTTP/1.1\r\n\r\n").into_bytes(),
     ];
     for (i, a) in attempts.iter().enumerate() {
         let out = raw(p.addr, a).await;
-        assert!(
-            out.starts_with(b"HTTP/1.1 400"),
-            "{}",
-            String::from_utf8_lossy(&out)
-        );
+        assert!(out.starts_with(b"HTTP/1.1 400"), "{}", String::from_utf8_lossy(&out));
         let r = p.record(i as u64).await;
         assert_eq!(r["decision"], "deny", "{r}");
-        assert!(
-            ["invalid_host", "malformed"].contains(&r["reason"].as_str().unwrap()),
-            "{r}"
-        );
+        assert!(["invalid_host", "malformed"].contains(&r["reason"].as_str().unwrap()), "{r}");
     }
     // The SOCKS5 domain form carries raw bytes: NUL and CRLF inside it.
-    for (k, name) in [&b"allowed.test\0.evil"[..], b"allowed.test\r\n"]
-        .iter()
-        .enumerate()
-    {
+    for (k, name) in [&b"allowed.test\0.evil"[..], b"allowed.test\r\n"].iter().enumerate() {
         let (code, _) = socks(p.addr, 3, name, port).await;
         assert_eq!(code, 2);
         let r = p.assert_denied(5 + k as u64, "invalid_host").await;
@@ -456,11 +370,7 @@ async fn punycode_and_unicode_look_alikes_are_refused() {
     let (code, _) = socks(p.addr, 3, "аllowed.test".as_bytes(), port).await;
     assert_eq!(code, 2);
     p.assert_denied(1, "invalid_host").await;
-    let out = raw(
-        p.addr,
-        format!("CONNECT аllowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes(),
-    )
-    .await;
+    let out = raw(p.addr, format!("CONNECT аllowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes()).await;
     assert!(out.starts_with(b"HTTP/1.1 400"));
     assert_eq!(p.record(2).await["decision"], "deny");
 }
@@ -493,9 +403,7 @@ async fn socks5_to_an_ungranted_domain_and_other_commands_are_refused() {
     p.assert_denied(0, "not_granted").await;
     // UDP ASSOCIATE (a way around a TCP-only filter) is not supported.
     let mut s = TcpStream::connect(p.addr).await.unwrap();
-    s.write_all(&[5, 1, 0, 5, 3, 0, 1, 0, 0, 0, 0, 0, 0])
-        .await
-        .unwrap();
+    s.write_all(&[5, 1, 0, 5, 3, 0, 1, 0, 0, 0, 0, 0, 0]).await.unwrap();
     let mut rep = [0u8; 12];
     s.read_exact(&mut rep).await.unwrap();
     assert_eq!(&rep[..4], &[5, 0, 5, 7]);
@@ -513,18 +421,12 @@ async fn socks5_to_an_ungranted_domain_and_other_commands_are_refused() {
 async fn oversize_headers_are_refused() {
     let (_dns, up, p) = setup().await;
     let big = "a".repeat(40 * 1024);
-    let req = format!(
-        "GET http://allowed.test:{}/ HTTP/1.1\r\nX-Big: {big}\r\n\r\n",
-        up.addr.port()
-    );
+    let req = format!("GET http://allowed.test:{}/ HTTP/1.1\r\nX-Big: {big}\r\n\r\n", up.addr.port());
     let st = raw_status(p.addr, &req).await;
     assert!(st.starts_with("HTTP/1.1 431"), "{st}");
     p.assert_denied(0, "header_too_large").await;
     let many: String = (0..200).map(|i| format!("X-{i}: v\r\n")).collect();
-    let req = format!(
-        "GET http://allowed.test:{}/ HTTP/1.1\r\n{many}\r\n",
-        up.addr.port()
-    );
+    let req = format!("GET http://allowed.test:{}/ HTTP/1.1\r\n{many}\r\n", up.addr.port());
     let st = raw_status(p.addr, &req).await;
     assert!(st.starts_with("HTTP/1.1 431"), "{st}");
     p.assert_denied(1, "header_too_large").await;
@@ -547,27 +449,11 @@ async fn ambiguous_body_framing_is_refused() {
 async fn an_ungranted_domain_and_origin_form_requests_are_refused() {
     let (_dns, up, p) = setup().await;
     let url = format!("http://evil.test:{}/", up.addr.port());
-    let (_, out, _) = curl(&[
-        "-x",
-        &proxy_url(p.addr),
-        "-w",
-        "%{http_code}",
-        "-o",
-        "/dev/null",
-        &url,
-    ])
-    .await;
+    let (_, out, _) = curl(&["-x", &proxy_url(p.addr), "-w", "%{http_code}", "-o", "/dev/null", &url]).await;
     assert_eq!(out, "403");
     p.assert_denied(0, "not_granted").await;
     // A request to the proxy as if it were the origin (no absolute form) goes nowhere.
-    let st = raw_status(
-        p.addr,
-        &format!(
-            "GET / HTTP/1.1\r\nHost: allowed.test:{}\r\n\r\n",
-            up.addr.port()
-        ),
-    )
-    .await;
+    let st = raw_status(p.addr, &format!("GET / HTTP/1.1\r\nHost: allowed.test:{}\r\n\r\n", up.addr.port())).await;
     assert!(st.starts_with("HTTP/1.1 501"), "{st}");
     p.assert_denied(1, "unsupported").await;
     assert_eq!(up.seen.conns.load(Ordering::SeqCst), 0);

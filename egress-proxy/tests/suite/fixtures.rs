@@ -62,11 +62,7 @@ impl Zone {
             "rebind.test" => {
                 if qt == RecordType::A {
                     let n = self.rebind_flip.fetch_add(1, Ordering::SeqCst);
-                    let ip = if n.is_multiple_of(2) {
-                        REBIND_A
-                    } else {
-                        REBIND_B
-                    };
+                    let ip = if n.is_multiple_of(2) { REBIND_A } else { REBIND_B };
                     (vec![v4(ip)], vec![])
                 } else {
                     (vec![], vec![])
@@ -96,12 +92,7 @@ impl RequestHandler for Zone {
         let name = name.trim_end_matches('.').to_ascii_lowercase();
         let qt = info.query.query_type();
         if qt == RecordType::A {
-            *self
-                .queries
-                .lock()
-                .unwrap()
-                .entry(name.clone())
-                .or_default() += 1;
+            *self.queries.lock().unwrap().entry(name.clone()).or_default() += 1;
         }
         let mut md = Metadata::response_from_request(&request.metadata);
         md.authoritative = true;
@@ -114,10 +105,8 @@ impl RequestHandler for Zone {
                 response_handle.send_response(resp).await.unwrap()
             }
             Some(rdatas) => {
-                let records: Vec<Record> = rdatas
-                    .into_iter()
-                    .map(|r| Record::from_rdata(owner.clone(), 0, r))
-                    .collect();
+                let records: Vec<Record> =
+                    rdatas.into_iter().map(|r| Record::from_rdata(owner.clone(), 0, r)).collect();
                 let resp = builder.build(md, records.iter(), [], [], []);
                 response_handle.send_response(resp).await.unwrap()
             }
@@ -135,21 +124,14 @@ pub struct Dns {
 impl Dns {
     pub async fn start() -> Dns {
         let queries = Arc::new(Mutex::new(HashMap::new()));
-        let zone = Zone {
-            queries: queries.clone(),
-            rebind_flip: AtomicUsize::new(0),
-        };
+        let zone = Zone { queries: queries.clone(), rebind_flip: AtomicUsize::new(0) };
         let mut server = Server::new(zone);
         let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let addr = udp.local_addr().unwrap();
         let tcp = TcpListener::bind(addr).await.unwrap();
         server.register_socket(udp);
         server.register_listener(tcp, Duration::from_secs(5), 4096);
-        Dns {
-            addr,
-            queries,
-            _server: server,
-        }
+        Dns { addr, queries, _server: server }
     }
 
     pub fn a_queries(&self, name: &str) -> usize {
@@ -176,11 +158,7 @@ fn find_head_end(b: &[u8]) -> Option<usize> {
     b.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
 }
 
-async fn serve_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
-    mut s: S,
-    name: &str,
-    seen: &Seen,
-) {
+async fn serve_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut s: S, name: &str, seen: &Seen) {
     let mut buf = Vec::new();
     let mut tmp = [0u8; 16384];
     let head_end = loop {
@@ -194,10 +172,8 @@ async fn serve_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
     let lower = head.to_ascii_lowercase();
-    if let Some(cl) = lower
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse::<usize>().ok())
+    if let Some(cl) =
+        lower.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|v| v.trim().parse::<usize>().ok())
     {
         while buf.len() < head_end + cl {
             match s.read(&mut tmp).await {
@@ -233,13 +209,7 @@ async fn serve_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         format!("upstream {name}: {path} host={host}\n").into_bytes()
     };
     let _ = s
-        .write_all(
-            format!(
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            )
-            .as_bytes(),
-        )
+        .write_all(format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).as_bytes())
         .await;
     let _ = s.write_all(&body).await;
     let _ = s.shutdown().await;
@@ -273,17 +243,13 @@ pub struct TlsUpstream {
 
 impl TlsUpstream {
     pub async fn start() -> TlsUpstream {
-        let ck = rcgen::generate_simple_self_signed(vec![
-            "allowed.test".to_string(),
-            "other.test".to_string(),
-        ])
-        .unwrap();
+        let ck =
+            rcgen::generate_simple_self_signed(vec!["allowed.test".to_string(), "other.test".to_string()]).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let cert_pem = dir.path().join("cert.pem");
         std::fs::write(&cert_pem, ck.cert.pem()).unwrap();
         let cert_der = ck.cert.der().clone();
-        let key =
-            rustls::pki_types::PrivateKeyDer::try_from(ck.signing_key.serialize_der()).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::try_from(ck.signing_key.serialize_der()).unwrap();
         let cfg = rustls::ServerConfig::builder()
             .with_no_client_auth()
             .with_single_cert(vec![cert_der.clone()], key)
@@ -304,12 +270,7 @@ impl TlsUpstream {
                 });
             }
         });
-        TlsUpstream {
-            addr,
-            cert_pem,
-            cert_der,
-            _dir: dir,
-        }
+        TlsUpstream { addr, cert_pem, cert_der, _dir: dir }
     }
 }
 
@@ -374,13 +335,7 @@ impl TestProxy {
                 .await
                 .unwrap();
         });
-        TestProxy {
-            addr,
-            metrics,
-            audit,
-            stop: Some(tx),
-            _dir: dir,
-        }
+        TestProxy { addr, metrics, audit, stop: Some(tx), _dir: dir }
     }
 
     /// The default proxy: GRANTS, the zone's resolver, loopback waived (upstreams live there).
@@ -392,10 +347,7 @@ impl TestProxy {
         // Only complete lines: the proxy may be writing the next one right now.
         let text = std::fs::read_to_string(&self.audit).unwrap_or_default();
         let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
-        complete
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        complete.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
     }
 
     /// Waits (up to 5 s) for `n` audit records and returns them.
@@ -476,11 +428,7 @@ pub async fn raw(proxy: SocketAddr, bytes: &[u8]) -> Vec<u8> {
 /// Sends an HTTP request head and returns the status line.
 pub async fn raw_status(proxy: SocketAddr, head: &str) -> String {
     let out = raw(proxy, head.as_bytes()).await;
-    String::from_utf8_lossy(&out)
-        .lines()
-        .next()
-        .unwrap_or("")
-        .to_string()
+    String::from_utf8_lossy(&out).lines().next().unwrap_or("").to_string()
 }
 
 /// A SOCKS5 CONNECT with the given ATYP and address bytes; returns the reply code and stream.

@@ -19,23 +19,10 @@ async fn the_byte_budget_cuts_a_download_and_refuses_what_follows() {
     let (_, out, _) = curl(&["-x", &proxy_url(p.addr), &url]).await;
     assert!(out.len() < 20_000, "{}", out.len());
     let r = p.record(0).await;
-    assert_eq!(
-        (r["decision"].as_str(), r["end"].as_str()),
-        (Some("allow"), Some("byte_limit")),
-        "{r}"
-    );
+    assert_eq!((r["decision"].as_str(), r["end"].as_str()), (Some("allow"), Some("byte_limit")), "{r}");
     let total = r["bytes_up"].as_u64().unwrap() + r["bytes_down"].as_u64().unwrap();
     assert_eq!(total, 20_000, "{r}");
-    let (_, out, _) = curl(&[
-        "-x",
-        &proxy_url(p.addr),
-        "-w",
-        "%{http_code}",
-        "-o",
-        "/dev/null",
-        &url,
-    ])
-    .await;
+    let (_, out, _) = curl(&["-x", &proxy_url(p.addr), "-w", "%{http_code}", "-o", "/dev/null", &url]).await;
     assert_eq!(out, "503");
     p.assert_denied(1, "byte_limit").await;
 }
@@ -52,19 +39,13 @@ async fn the_connection_cap_refuses_the_next_connection() {
     let mut held = Vec::new();
     for _ in 0..2 {
         let mut s = TcpStream::connect(p.addr).await.unwrap();
-        s.write_all(format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes())
-            .await
-            .unwrap();
+        s.write_all(format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
         let mut resp = [0u8; 39];
         s.read_exact(&mut resp).await.unwrap();
         assert!(resp.starts_with(b"HTTP/1.1 200"));
         held.push(s);
     }
-    let st = raw_status(
-        p.addr,
-        &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n"),
-    )
-    .await;
+    let st = raw_status(p.addr, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n")).await;
     assert!(st.starts_with("HTTP/1.1 503"), "{st}");
     p.assert_denied(2, "connection_limit").await;
     drop(held);
@@ -85,14 +66,9 @@ async fn an_idle_tunnel_is_closed() {
     cfg.idle_timeout = Duration::from_millis(300);
     let p = TestProxy::start(cfg).await;
     let mut s = TcpStream::connect(p.addr).await.unwrap();
-    s.write_all(format!("CONNECT allowed.test:{} HTTP/1.1\r\n\r\n", up.addr.port()).as_bytes())
-        .await
-        .unwrap();
+    s.write_all(format!("CONNECT allowed.test:{} HTTP/1.1\r\n\r\n", up.addr.port()).as_bytes()).await.unwrap();
     let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await.unwrap().unwrap();
     let r = p.record(0).await;
     assert_eq!(r["end"], "idle_timeout", "{r}");
 }

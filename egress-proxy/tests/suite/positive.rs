@@ -17,13 +17,7 @@ async fn http_absolute_form_reaches_a_granted_host_with_curl() {
     let url = format!("http://allowed.test:{}/hello", up.addr.port());
     let (code, out, err) = curl(&["-x", &proxy_url(p.addr), &url]).await;
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        out,
-        format!(
-            "upstream plain: /hello host=allowed.test:{}\n",
-            up.addr.port()
-        )
-    );
+    assert_eq!(out, format!("upstream plain: /hello host=allowed.test:{}\n", up.addr.port()));
     let r = p.record(0).await;
     assert_eq!(r["decision"], "allow");
     assert_eq!(r["reason"], "granted");
@@ -48,10 +42,7 @@ async fn https_through_connect_reaches_a_granted_host_with_curl() {
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("upstream tls: /secure"), "{out}");
     let r = p.record(0).await;
-    assert_eq!(
-        (r["proto"].as_str(), r["decision"].as_str()),
-        (Some("connect"), Some("allow"))
-    );
+    assert_eq!((r["proto"].as_str(), r["decision"].as_str()), (Some("connect"), Some("allow")));
     assert_eq!(r["inner"], "tls");
     assert_eq!(r["end"], "closed");
 }
@@ -74,17 +65,10 @@ async fn socks5_hostname_reaches_a_granted_host_with_curl() {
     assert!(out.starts_with("upstream tls: /s"), "{out}");
     let recs = p.wait_records(2).await;
     for r in &recs {
-        assert_eq!(
-            (r["proto"].as_str(), r["decision"].as_str()),
-            (Some("socks5"), Some("allow")),
-            "{r}"
-        );
+        assert_eq!((r["proto"].as_str(), r["decision"].as_str()), (Some("socks5"), Some("allow")), "{r}");
     }
     let inner: Vec<&str> = recs.iter().map(|r| r["inner"].as_str().unwrap()).collect();
-    assert!(
-        inner.contains(&"http") && inner.contains(&"tls"),
-        "{inner:?}"
-    );
+    assert!(inner.contains(&"http") && inner.contains(&"tls"), "{inner:?}");
     // The proxy resolved the name itself: the zone saw the queries.
     assert!(dns.a_queries("allowed.test") >= 2);
 }
@@ -106,16 +90,9 @@ async fn python_urllib_uses_the_proxy() {
         .output()
         .await
         .expect("python3 is required for this test");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.starts_with("upstream plain: /py host=a.sub.test"),
-        "{text}"
-    );
+    assert!(text.starts_with("upstream plain: /py host=a.sub.test"), "{text}");
     assert_eq!(p.record(0).await["detail"], "granted by `*.sub.test`");
 }
 
@@ -144,11 +121,7 @@ async fn the_binary_serves_tcp_and_unix_sockets_and_metrics() {
     let sock = dir.path().join("proxy.sock");
     let audit = dir.path().join("audit.jsonl");
     let grants = dir.path().join("grants.txt");
-    std::fs::write(
-        &grants,
-        "# session grants\nallowed.test\n!evil.test  # explicit deny\n",
-    )
-    .unwrap();
+    std::fs::write(&grants, "# session grants\nallowed.test\n!evil.test  # explicit deny\n").unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_axp-egress-proxy"))
         .args(["--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"])
         .args(["--allow-file", grants.to_str().unwrap()])
@@ -175,51 +148,25 @@ async fn the_binary_serves_tcp_and_unix_sockets_and_metrics() {
     assert!(out.starts_with("upstream plain: /tcp"));
     // Over the UNIX socket, as the sandbox's forwarder would connect.
     let mut s = tokio::net::UnixStream::connect(&sock).await.unwrap();
-    let req = format!(
-        "GET http://allowed.test:{0}/unix HTTP/1.1\r\nHost: allowed.test:{0}\r\n\r\n",
-        up.addr.port()
-    );
+    let req = format!("GET http://allowed.test:{0}/unix HTTP/1.1\r\nHost: allowed.test:{0}\r\n\r\n", up.addr.port());
     s.write_all(req.as_bytes()).await.unwrap();
     let mut resp = String::new();
     s.read_to_string(&mut resp).await.unwrap();
     assert!(resp.contains("upstream plain: /unix"), "{resp}");
     // A denial, then the counters.
-    let (_, code, _) = curl(&[
-        "-x",
-        &format!("http://{addr}"),
-        "-w",
-        "%{http_code}",
-        "-o",
-        "/dev/null",
-        "http://evil.test/",
-    ])
-    .await;
+    let (_, code, _) =
+        curl(&["-x", &format!("http://{addr}"), "-w", "%{http_code}", "-o", "/dev/null", "http://evil.test/"]).await;
     assert_eq!(code, "403");
     let (code, text, _) = curl(&[&format!("http://{metrics}/metrics")]).await;
     assert_eq!(code, 0);
-    assert!(
-        text.contains("axp_egress_attempts_total{decision=\"allow\",reason=\"granted\"} 2"),
-        "{text}"
-    );
-    assert!(
-        text.contains("axp_egress_attempts_total{decision=\"deny\",reason=\"denied_by_rule\"} 1"),
-        "{text}"
-    );
+    assert!(text.contains("axp_egress_attempts_total{decision=\"allow\",reason=\"granted\"} 2"), "{text}");
+    assert!(text.contains("axp_egress_attempts_total{decision=\"deny\",reason=\"denied_by_rule\"} 1"), "{text}");
     let lines = std::fs::read_to_string(&audit).unwrap();
-    assert!(
-        lines.lines().any(|l| l.contains("\"client\":\"unix:")),
-        "{lines}"
-    );
+    assert!(lines.lines().any(|l| l.contains("\"client\":\"unix:")), "{lines}");
     // SIGTERM stops it and removes the socket.
     let pid = child.id().unwrap();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    let st = tokio::time::timeout(Duration::from_secs(5), child.wait())
-        .await
-        .unwrap()
-        .unwrap();
+    std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    let st = tokio::time::timeout(Duration::from_secs(5), child.wait()).await.unwrap().unwrap();
     assert!(st.success());
     assert!(!sock.exists());
 }
@@ -230,16 +177,7 @@ async fn the_same_loopback_target_is_refused_without_the_waiver() {
     let up = Upstream::start(UP_IP, 0, "plain").await;
     let p = TestProxy::start(config(&dns, GRANTS, &[], false)).await;
     let url = format!("http://allowed.test:{}/hello", up.addr.port());
-    let (code, out, _) = curl(&[
-        "-x",
-        &proxy_url(p.addr),
-        "-w",
-        "%{http_code}",
-        "-o",
-        "/dev/null",
-        &url,
-    ])
-    .await;
+    let (code, out, _) = curl(&["-x", &proxy_url(p.addr), "-w", "%{http_code}", "-o", "/dev/null", &url]).await;
     assert_eq!((code, out.as_str()), (0, "403"));
     let r = p.assert_denied(0, "refused_address").await;
     assert!(r["detail"].as_str().unwrap().contains("loopback"), "{r}");

@@ -25,13 +25,9 @@ pub(crate) fn check_name(provider: &str, tool: &ToolSpec, out: &mut Vec<Raw>) {
     let n = &tool.name;
     let valid = !n.is_empty()
         && n.chars().count() <= 64
-        && n.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if !valid {
-        let bad: String = n
-            .chars()
-            .filter(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
-            .collect();
+        let bad: String = n.chars().filter(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-')).collect();
         let why = if n.is_empty() {
             "is empty".to_string()
         } else if n.chars().count() > 64 {
@@ -50,10 +46,7 @@ pub(crate) fn check_name(provider: &str, tool: &ToolSpec, out: &mut Vec<Raw>) {
             out.push(Raw::new(
                 "AXP022",
                 "/name",
-                format!(
-                    "index name `{index}` is {} characters and will be shortened with a hash suffix",
-                    index.len()
-                ),
+                format!("index name `{index}` is {} characters and will be shortened with a hash suffix", index.len()),
             ));
         }
     }
@@ -68,26 +61,13 @@ pub(crate) fn check_catalog(cat: &Catalog) -> Vec<(String, String, Raw)> {
                 out.push((
                     p.clone(),
                     t.name.clone(),
-                    Raw::new(
-                        "AXP023",
-                        "/name",
-                        format!("provider `{p}` lists `{}` more than once", t.name),
-                    ),
+                    Raw::new("AXP023", "/name", format!("provider `{p}` lists `{}` more than once", t.name)),
                 ));
             }
         }
     }
-    let all: Vec<(&str, &ToolSpec, std::collections::BTreeSet<String>, String)> = cat
-        .iter()
-        .map(|(p, t)| {
-            (
-                p,
-                t,
-                content_set(&t.description),
-                name_tokens(&t.name).concat(),
-            )
-        })
-        .collect();
+    let all: Vec<(&str, &ToolSpec, std::collections::BTreeSet<String>, String)> =
+        cat.iter().map(|(p, t)| (p, t, content_set(&t.description), name_tokens(&t.name).concat())).collect();
     for (j, (pb, tb, sb, nb)) in all.iter().enumerate() {
         for (pa, ta, sa, na) in &all[..j] {
             if pa == pb {
@@ -124,19 +104,12 @@ pub(crate) fn check_catalog(cat: &Catalog) -> Vec<(String, String, Raw)> {
                 } else if same {
                     "the same name (up to case and separators) as".to_string()
                 } else {
-                    format!(
-                        "a name {:.0}% similar to",
-                        strsim::normalized_levenshtein(na, nb) * 100.0
-                    )
+                    format!("a name {:.0}% similar to", strsim::normalized_levenshtein(na, nb) * 100.0)
                 };
                 out.push((
                     pb.to_string(),
                     tb.name.clone(),
-                    Raw::new(
-                        "AXP025",
-                        "/name",
-                        format!("`{}` has {how} `{pa}/{}`", tb.name, ta.name),
-                    ),
+                    Raw::new("AXP025", "/name", format!("`{}` has {how} `{pa}/{}`", tb.name, ta.name)),
                 ));
             }
         }

@@ -6,8 +6,8 @@ use axp_protocol::ToolSpec;
 
 use super::{Raw, clip};
 use crate::text::{
-    DESTRUCTIVE_VERBS, MUTATING_VERBS, STOPWORDS, VAGUE, VERBS, content_set, first_sentence, is_in,
-    name_tokens, stem, words,
+    DESTRUCTIVE_VERBS, MUTATING_VERBS, STOPWORDS, VAGUE, VERBS, content_set, first_sentence, is_in, name_tokens, stem,
+    words,
 };
 
 /// First sentences longer than this are cut in the one-line index.
@@ -80,11 +80,7 @@ const CONSEQUENCE_WORDS: &[&str] = &[
 pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
     let desc = tool.description.trim();
     if desc.is_empty() {
-        out.push(Raw::new(
-            "AXP001",
-            "/description",
-            format!("tool `{}` has no description", tool.name),
-        ));
+        out.push(Raw::new("AXP001", "/description", format!("tool `{}` has no description", tool.name)));
         side_effects(tool, out);
         return;
     }
@@ -96,11 +92,7 @@ pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
             .any(|p| lower.starts_with(p) || lower.contains(&format!("{p}:")))
         || lower.contains("lorem ipsum");
     if placeholder {
-        out.push(Raw::new(
-            "AXP003",
-            "/description",
-            format!("description is a placeholder: \"{}\"", clip(desc, 60)),
-        ));
+        out.push(Raw::new("AXP003", "/description", format!("description is a placeholder: \"{}\"", clip(desc, 60))));
     } else if n_words < 3 || desc.chars().count() < 12 {
         out.push(Raw::new(
             "AXP002",
@@ -115,10 +107,7 @@ pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
     if !placeholder {
         restates_name(tool, desc, out);
         let first = first_sentence(desc);
-        if !words(first)
-            .iter()
-            .any(|w| is_in(w, VERBS) || is_in(w, MUTATING_VERBS))
-        {
+        if !words(first).iter().any(|w| is_in(w, VERBS) || is_in(w, MUTATING_VERBS)) {
             out.push(Raw::new(
                 "AXP005",
                 "/description",
@@ -152,8 +141,7 @@ pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
 }
 
 fn restates_name(tool: &ToolSpec, desc: &str, out: &mut Vec<Raw>) {
-    let name: std::collections::BTreeSet<String> =
-        name_tokens(&tool.name).iter().map(|t| stem(t)).collect();
+    let name: std::collections::BTreeSet<String> = name_tokens(&tool.name).iter().map(|t| stem(t)).collect();
     let content = content_set(desc);
     if !content.is_empty() && content.len() <= 4 && content.iter().all(|w| name.contains(w)) {
         out.push(Raw::new(
@@ -169,10 +157,8 @@ fn restates_name(tool: &ToolSpec, desc: &str, out: &mut Vec<Raw>) {
 }
 
 fn vague(desc: &str, out: &mut Vec<Raw>) {
-    let content: Vec<String> = words(desc)
-        .into_iter()
-        .filter(|w| !STOPWORDS.contains(&w.as_str()) || VAGUE.contains(&w.as_str()))
-        .collect();
+    let content: Vec<String> =
+        words(desc).into_iter().filter(|w| !STOPWORDS.contains(&w.as_str()) || VAGUE.contains(&w.as_str())).collect();
     let vague: Vec<&String> = content.iter().filter(|w| is_in(w, VAGUE)).collect();
     if vague.len() >= 2 && vague.len() as f64 >= VAGUE_SHARE * content.len() as f64 {
         let mut list: Vec<&str> = vague.iter().map(|s| s.as_str()).collect();
@@ -202,9 +188,7 @@ pub(crate) fn action_verbs(tool: &ToolSpec) -> Vec<String> {
     let plain_words: Vec<String> = first_sentence(&tool.description)
         .split_whitespace()
         .filter(|t| {
-            !t.contains('_')
-                && !t.contains('`')
-                && !t.trim_matches(|c: char| !c.is_alphanumeric()).contains('-')
+            !t.contains('_') && !t.contains('`') && !t.trim_matches(|c: char| !c.is_alphanumeric()).contains('-')
         })
         .flat_map(words)
         .collect();
@@ -218,36 +202,23 @@ pub(crate) fn action_verbs(tool: &ToolSpec) -> Vec<String> {
 fn side_effects(tool: &ToolSpec, out: &mut Vec<Raw>) {
     let verbs = action_verbs(tool);
     let mutating: Vec<&String> = verbs.iter().filter(|v| is_in(v, MUTATING_VERBS)).collect();
-    let destructive: Vec<&String> = verbs
-        .iter()
-        .filter(|v| is_in(v, DESTRUCTIVE_VERBS))
-        .collect();
+    let destructive: Vec<&String> = verbs.iter().filter(|v| is_in(v, DESTRUCTIVE_VERBS)).collect();
     let ro = tool.annotation("readOnlyHint");
     let de = tool.annotation("destructiveHint");
     if ro == Some(true) && de == Some(true) {
-        out.push(Raw::new(
-            "AXP010",
-            "/annotations",
-            "annotations say both readOnlyHint=true and destructiveHint=true",
-        ));
+        out.push(Raw::new("AXP010", "/annotations", "annotations say both readOnlyHint=true and destructiveHint=true"));
     }
     if ro == Some(true) && !mutating.is_empty() {
         out.push(Raw::new(
             "AXP010",
             "/annotations/readOnlyHint",
-            format!(
-                "readOnlyHint=true, but the tool says it will `{}`: clients may auto-approve it",
-                mutating[0]
-            ),
+            format!("readOnlyHint=true, but the tool says it will `{}`: clients may auto-approve it", mutating[0]),
         ));
     } else if de == Some(false) && !destructive.is_empty() {
         out.push(Raw::new(
             "AXP010",
             "/annotations/destructiveHint",
-            format!(
-                "destructiveHint=false, but the tool says it will `{}`",
-                destructive[0]
-            ),
+            format!("destructiveHint=false, but the tool says it will `{}`", destructive[0]),
         ));
     }
     if mutating.is_empty() || ro.is_some() || de.is_some() {

@@ -21,17 +21,8 @@ pub(crate) struct Raw {
 }
 
 impl Raw {
-    pub(crate) fn new(
-        rule: &'static str,
-        pointer: impl Into<String>,
-        message: impl Into<String>,
-    ) -> Self {
-        Self {
-            rule,
-            message: message.into(),
-            pointer: pointer.into(),
-            fix: None,
-        }
+    pub(crate) fn new(rule: &'static str, pointer: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { rule, message: message.into(), pointer: pointer.into(), fix: None }
     }
 
     pub(crate) fn with_fix(mut self, fix: Fix) -> Self {

@@ -42,12 +42,7 @@ const NON_PROSE: &[&str] = &[
 
 fn collect(v: &Value, ptr: &str, prose: bool, in_props: bool, out: &mut Vec<Text>) {
     match v {
-        Value::String(s) => out.push(Text {
-            pointer: ptr.to_string(),
-            text: s.clone(),
-            is_key: false,
-            prose,
-        }),
+        Value::String(s) => out.push(Text { pointer: ptr.to_string(), text: s.clone(), is_key: false, prose }),
         Value::Array(a) => {
             for (i, x) in a.iter().enumerate() {
                 collect(x, &format!("{ptr}/{i}"), prose, false, out);
@@ -57,19 +52,11 @@ fn collect(v: &Value, ptr: &str, prose: bool, in_props: bool, out: &mut Vec<Text
             for (k, x) in m {
                 let p = format!("{ptr}/{}", pointer_escape(k));
                 if in_props {
-                    out.push(Text {
-                        pointer: p.clone(),
-                        text: k.clone(),
-                        is_key: true,
-                        prose: false,
-                    });
+                    out.push(Text { pointer: p.clone(), text: k.clone(), is_key: true, prose: false });
                 }
                 let child_prose = prose && !NON_PROSE.contains(&k.as_str());
-                let child_props = !in_props
-                    && (k == "properties"
-                        || k == "patternProperties"
-                        || k == "$defs"
-                        || k == "definitions");
+                let child_props =
+                    !in_props && (k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions");
                 collect(x, &p, child_prose, child_props, out);
             }
         }
@@ -91,20 +78,10 @@ pub(crate) fn check(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Ve
         // Only the tool-level description can point the agent at *another* argument; sentences
         // of an argument's own description are judged on that argument alone.
         let mut sink = Vec::new();
-        let sens = if t.pointer == "/description" {
-            &mut sensitive_sentences
-        } else {
-            &mut sink
-        };
+        let sens = if t.pointer == "/description" { &mut sensitive_sentences } else { &mut sink };
         text_rules(&t.pointer, &visible, "", out, sens);
         if let Some(hidden) = decoded_tags {
-            text_rules(
-                &t.pointer,
-                &hidden,
-                " (in text hidden in tag characters)",
-                out,
-                sens,
-            );
+            text_rules(&t.pointer, &hidden, " (in text hidden in tag characters)", out, sens);
         }
     }
     side_channels(tool, &sensitive_sentences, out);
@@ -126,10 +103,7 @@ fn unicode(t: &Text, out: &mut Vec<Raw>) -> Option<String> {
         let next = chars.get(i + 1).copied();
         let allowed = match (kind, c as u32) {
             // Zero-width joiner inside an emoji sequence.
-            (_, 0x200D) => {
-                prev.is_some_and(|p| is_emoji_like(p) || p == '\u{FE0F}')
-                    && next.is_some_and(is_emoji_like)
-            }
+            (_, 0x200D) => prev.is_some_and(|p| is_emoji_like(p) || p == '\u{FE0F}') && next.is_some_and(is_emoji_like),
             // Zero-width non-joiner between letters of scripts that need it (Persian, Indic).
             (_, 0x200C) => {
                 prev.is_some_and(|p| p.is_alphabetic() && !p.is_ascii())
@@ -153,9 +127,7 @@ fn unicode(t: &Text, out: &mut Vec<Raw>) -> Option<String> {
             Hidden::Invisible => "AXP026",
             Hidden::BidiControl | Hidden::BidiMark => "AXP027",
             Hidden::Tag => {
-                if let Some(a) =
-                    char::from_u32(c as u32 - 0xE0000).filter(|a| (' '..='~').contains(a))
-                {
+                if let Some(a) = char::from_u32(c as u32 - 0xE0000).filter(|a| (' '..='~').contains(a)) {
                     tags.push(a);
                 }
                 "AXP028"
@@ -166,23 +138,12 @@ fn unicode(t: &Text, out: &mut Vec<Raw>) -> Option<String> {
     if hits.is_empty() {
         return None;
     }
-    let cleaned: String = chars
-        .iter()
-        .zip(&flagged)
-        .filter(|(_, f)| !**f)
-        .map(|(c, _)| *c)
-        .collect();
+    let cleaned: String = chars.iter().zip(&flagged).filter(|(_, f)| !**f).map(|(c, _)| *c).collect();
     let what = if t.is_key { "property name" } else { "text" };
     for (rule, counts) in &hits {
         let list: Vec<String> = counts
             .iter()
-            .map(|(c, n)| {
-                if *n > 1 {
-                    format!("{n} × {}", describe_char(*c))
-                } else {
-                    describe_char(*c)
-                }
-            })
+            .map(|(c, n)| if *n > 1 { format!("{n} × {}", describe_char(*c)) } else { describe_char(*c) })
             .collect();
         let list = if *rule == "AXP028" {
             let n: usize = counts.values().sum();
@@ -195,17 +156,10 @@ fn unicode(t: &Text, out: &mut Vec<Raw>) -> Option<String> {
             list.join(", ")
         };
         let mut message = match *rule {
-            "AXP028" => format!(
-                "{what} hides ASCII in Unicode tag characters: \"{}\" ({list})",
-                clip(&tags, 200)
-            ),
+            "AXP028" => format!("{what} hides ASCII in Unicode tag characters: \"{}\" ({list})", clip(&tags, 200)),
             "AXP027" => format!(
                 "{what} contains bidirectional controls{}: {list}",
-                if has_rtl {
-                    ""
-                } else {
-                    " in text without right-to-left script"
-                }
+                if has_rtl { "" } else { " in text without right-to-left script" }
             ),
             _ => format!("{what} contains invisible characters: {list}"),
         };
@@ -216,10 +170,7 @@ fn unicode(t: &Text, out: &mut Vec<Raw>) -> Option<String> {
         if !t.is_key {
             raw = raw.with_fix(Fix {
                 description: "remove the hidden characters".into(),
-                edits: vec![PatchOp::Replace {
-                    path: t.pointer.clone(),
-                    value: Value::String(cleaned.clone()),
-                }],
+                edits: vec![PatchOp::Replace { path: t.pointer.clone(), value: Value::String(cleaned.clone()) }],
                 safe: true,
             });
         }
@@ -240,10 +191,7 @@ fn in_flag_sequence(chars: &[char], i: usize) -> bool {
     while start > 0 && is_spec(chars[start - 1]) {
         start -= 1;
     }
-    chars.get(end) == Some(&'\u{E007F}')
-        && start < end
-        && start > 0
-        && chars[start - 1] == '\u{1F3F4}'
+    chars.get(end) == Some(&'\u{E007F}') && start < end && start > 0 && chars[start - 1] == '\u{1F3F4}'
 }
 
 /// A word-sequence pattern: space-separated tokens; a token is `a|b|c` (any of), `x?`
@@ -264,9 +212,7 @@ fn m(toks: &[&str], w: &[String], i: usize) -> Option<usize> {
     };
     if let Some(n) = t.strip_prefix('~') {
         let n: usize = n.parse().unwrap_or(0);
-        return (0..=n)
-            .filter(|k| i + k <= w.len())
-            .find_map(|k| m(rest, w, i + k));
+        return (0..=n).filter(|k| i + k <= w.len()).find_map(|k| m(rest, w, i + k));
     }
     let (alts, optional) = match t.strip_suffix('?') {
         Some(a) => (a, true),
@@ -339,9 +285,7 @@ const CONCEAL: &[Pat] = &[
     Pat(
         "don't|dont|never tell|inform|mention|reveal|disclose|notify|alert|explain|say ~4 user|users|user's|human|anyone|them|this|that|it|why",
     ),
-    Pat(
-        "without telling|informing|notifying|alerting|letting|warning ~3 user|users|user's|human|anyone|them",
-    ),
+    Pat("without telling|informing|notifying|alerting|letting|warning ~3 user|users|user's|human|anyone|them"),
     Pat("without the? user|users|user's knowing|noticing|knowledge|consent|awareness"),
     Pat("keep|kept this|it|that ~2 secret|hidden|confidential|private|quiet"),
     Pat("hide|conceal ~6 from the? user|users"),
@@ -409,24 +353,12 @@ const EXFIL_TARGETS: &[&str] = &[
 /// Verbs that, next to one of [`EXFIL_TARGETS`], make a sentence an instruction to move it.
 /// Deliberately without "read", "provide", "post", "set": those describe chat tools.
 const EXFIL_VERBS: &[&str] = &[
-    "pass", "include", "send", "put", "add", "attach", "insert", "append", "copy", "forward",
-    "upload", "contain", "fill", "share", "leak", "transmit", "embed", "paste", "dump",
+    "pass", "include", "send", "put", "add", "attach", "insert", "append", "copy", "forward", "upload", "contain",
+    "fill", "share", "leak", "transmit", "embed", "paste", "dump",
 ];
-const RECIPIENT_WORDS: &[&str] = &[
-    "bcc", "cc", "add", "include", "forward", "copy", "cc'd", "bcc'd", "also",
-];
-const URL_EXFIL_VERBS: &[&str] = &[
-    "send",
-    "post",
-    "upload",
-    "forward",
-    "transmit",
-    "exfiltrate",
-    "report",
-    "submit",
-    "leak",
-    "beacon",
-];
+const RECIPIENT_WORDS: &[&str] = &["bcc", "cc", "add", "include", "forward", "copy", "cc'd", "bcc'd", "also"];
+const URL_EXFIL_VERBS: &[&str] =
+    &["send", "post", "upload", "forward", "transmit", "exfiltrate", "report", "submit", "leak", "beacon"];
 const DATA_NOUNS: &[&str] = &[
     "conversation",
     "data",
@@ -458,8 +390,7 @@ fn sentences(s: &str) -> Vec<&str> {
     let b = s.as_bytes();
     for i in 0..b.len() {
         let end = b[i] == b'\n'
-            || (matches!(b[i], b'.' | b'!' | b'?')
-                && b.get(i + 1).is_none_or(|n| n.is_ascii_whitespace()));
+            || (matches!(b[i], b'.' | b'!' | b'?') && b.get(i + 1).is_none_or(|n| n.is_ascii_whitespace()));
         if end {
             let piece = s[start..=i].trim();
             if !piece.is_empty() {
@@ -476,17 +407,14 @@ fn sentences(s: &str) -> Vec<&str> {
 }
 
 fn has_email(s: &str) -> Option<&str> {
-    s.split(|c: char| c.is_whitespace() || "`'\"<>(),;".contains(c))
-        .map(|w| w.trim_end_matches('.'))
-        .find(|w| {
-            w.split_once('@').is_some_and(|(u, d)| {
-                !u.is_empty()
-                    && d.contains('.')
-                    && !d.starts_with('.')
-                    && d.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || ".-".contains(c))
-            })
+    s.split(|c: char| c.is_whitespace() || "`'\"<>(),;".contains(c)).map(|w| w.trim_end_matches('.')).find(|w| {
+        w.split_once('@').is_some_and(|(u, d)| {
+            !u.is_empty()
+                && d.contains('.')
+                && !d.starts_with('.')
+                && d.chars().all(|c| c.is_ascii_alphanumeric() || ".-".contains(c))
         })
+    })
 }
 
 fn secret_path(lower: &str) -> Option<&'static str> {
@@ -512,13 +440,7 @@ fn secret_path(lower: &str) -> Option<&'static str> {
     None
 }
 
-fn text_rules(
-    pointer: &str,
-    text: &str,
-    origin: &str,
-    out: &mut Vec<Raw>,
-    sensitive: &mut Vec<String>,
-) {
+fn text_rules(pointer: &str, text: &str, origin: &str, out: &mut Vec<Raw>, sensitive: &mut Vec<String>) {
     let lower = text.to_lowercase();
     let flat = lower.split_whitespace().collect::<Vec<_>>().join(" ");
     // AXP029: markup.
@@ -526,11 +448,7 @@ fn text_rules(
     for tag in MARKUP_TAGS {
         for form in [format!("<{tag}>"), format!("</{tag}>"), format!("<{tag} ")] {
             if flat.contains(&form)
-                && !markup.iter().any(|m| {
-                    m.trim_start_matches("</")
-                        .trim_start_matches('<')
-                        .starts_with(tag)
-                })
+                && !markup.iter().any(|m| m.trim_start_matches("</").trim_start_matches('<').starts_with(tag))
             {
                 markup.push(form.trim().to_string());
             }
@@ -547,11 +465,7 @@ fn text_rules(
             pointer,
             format!(
                 "prompt-injection markup {}{origin}",
-                markup
-                    .iter()
-                    .map(|m| format!("`{m}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                markup.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
             ),
         ));
     }
@@ -561,34 +475,19 @@ fn text_rules(
         out.push(Raw::new(
             "AXP030",
             pointer,
-            format!(
-                "instruction override aimed at the agent: \"{}\"{origin}",
-                quote(s, e)
-            ),
+            format!("instruction override aimed at the agent: \"{}\"{origin}", quote(s, e)),
         ));
     }
     if let Some((s, e)) = CONCEAL.iter().find_map(|p| p.find(&w)) {
         out.push(Raw::new(
             "AXP031",
             pointer,
-            format!(
-                "tells the agent to hide something from the user: \"{}\"{origin}",
-                quote(s, e)
-            ),
+            format!("tells the agent to hide something from the user: \"{}\"{origin}", quote(s, e)),
         ));
     }
     if let Some(p) = secret_path(&lower) {
-        out.push(Raw::new(
-            "AXP032",
-            pointer,
-            format!("refers to a credential file or secret store `{p}`{origin}"),
-        ));
-        sensitive.extend(
-            sentences(&lower)
-                .into_iter()
-                .filter(|s| secret_path(s).is_some())
-                .map(str::to_string),
-        );
+        out.push(Raw::new("AXP032", pointer, format!("refers to a credential file or secret store `{p}`{origin}")));
+        sensitive.extend(sentences(&lower).into_iter().filter(|s| secret_path(s).is_some()).map(str::to_string));
     }
     let mut exfil: Option<String> = None;
     for sentence in sentences(text) {
@@ -606,21 +505,10 @@ fn text_rules(
             // The address must be what is added or copied: a recipient field is named, or one
             // of the adding verbs comes right before it. A contact address is not flagged.
             let before: Vec<String> = sl.find(addr).map(|i| words(&sl[..i])).unwrap_or_default();
-            let near = before
-                .iter()
-                .rev()
-                .take(4)
-                .any(|x| RECIPIENT_WORDS.contains(&x.as_str()));
-            if sw
-                .iter()
-                .any(|x| matches!(x.as_str(), "bcc" | "cc" | "blind"))
-                || near
-            {
+            let near = before.iter().rev().take(4).any(|x| RECIPIENT_WORDS.contains(&x.as_str()));
+            if sw.iter().any(|x| matches!(x.as_str(), "bcc" | "cc" | "blind")) || near {
                 exfil.get_or_insert_with(|| {
-                    format!(
-                        "adds the address `{addr}` as a recipient: \"{}\"",
-                        clip(sentence, 100)
-                    )
+                    format!("adds the address `{addr}` as a recipient: \"{}\"", clip(sentence, 100))
                 });
                 sensitive.push(sl.clone());
                 continue;
@@ -630,17 +518,12 @@ fn text_rules(
             && has_verb(URL_EXFIL_VERBS)
             && sw.iter().any(|x| DATA_NOUNS.contains(&x.as_str()))
         {
-            exfil
-                .get_or_insert_with(|| format!("sends data to a URL: \"{}\"", clip(sentence, 100)));
+            exfil.get_or_insert_with(|| format!("sends data to a URL: \"{}\"", clip(sentence, 100)));
             sensitive.push(sl.clone());
         }
     }
     if let Some(e) = exfil {
-        out.push(Raw::new(
-            "AXP033",
-            pointer,
-            format!("exfiltration instruction: {e}{origin}"),
-        ));
+        out.push(Raw::new("AXP033", pointer, format!("exfiltration instruction: {e}{origin}")));
     }
 }
 
@@ -678,26 +561,16 @@ fn side_channels(tool: &ToolSpec, sensitive: &[String], out: &mut Vec<Raw>) {
         let lower = desc.to_lowercase();
         let ptr = format!("/inputSchema/properties/{}", pointer_escape(name));
         let optional = !required.contains(&name.as_str());
-        let insists = desc
-            .split(|c: char| !c.is_alphanumeric())
-            .any(|w| w == "REQUIRED")
+        let insists = desc.split(|c: char| !c.is_alphanumeric()).any(|w| w == "REQUIRED")
             || INSIST.iter().any(|i| lower.contains(i));
         let wants_secret = EXFIL_TARGETS.iter().find(|t| lower.contains(**t)).copied();
-        let named_in_sensitive = sensitive
-            .iter()
-            .any(|s| names_argument(s, &name.to_lowercase()));
+        let named_in_sensitive = sensitive.iter().any(|s| names_argument(s, &name.to_lowercase()));
         let reason = if optional && insists {
-            Some(
-                "is optional in the schema but its description insists it must be filled"
-                    .to_string(),
-            )
+            Some("is optional in the schema but its description insists it must be filled".to_string())
         } else if let Some(t) = wants_secret {
             Some(format!("asks the agent to fill it with {t}"))
         } else if named_in_sensitive {
-            Some(
-                "is where the description tells the agent to put secrets or conversation content"
-                    .to_string(),
-            )
+            Some("is where the description tells the agent to put secrets or conversation content".to_string())
         } else {
             None
         };
@@ -707,11 +580,7 @@ fn side_channels(tool: &ToolSpec, sensitive: &[String], out: &mut Vec<Raw>) {
             } else {
                 String::new()
             };
-            out.push(Raw::new(
-                "AXP034",
-                ptr,
-                format!("argument `{name}` {r}{extra}: a hidden side channel"),
-            ));
+            out.push(Raw::new("AXP034", ptr, format!("argument `{name}` {r}{extra}: a hidden side channel")));
         }
     }
 }
@@ -719,36 +588,17 @@ fn side_channels(tool: &ToolSpec, sensitive: &[String], out: &mut Vec<Raw>) {
 /// `true` when `sentence` (lower-case) names the argument `name` as an argument: quoted or
 /// backticked, or followed by "field", "parameter", "argument" or "param".
 fn names_argument(sentence: &str, name: &str) -> bool {
-    if ["`", "'", "\"", "“"]
-        .iter()
-        .any(|q| sentence.contains(&format!("{q}{name}")))
-    {
+    if ["`", "'", "\"", "“"].iter().any(|q| sentence.contains(&format!("{q}{name}"))) {
         return true;
     }
     let w = words(sentence);
-    w.windows(2).any(|p| {
-        p[0] == name
-            && matches!(
-                p[1].as_str(),
-                "field" | "parameter" | "argument" | "param" | "arg"
-            )
-    })
+    w.windows(2).any(|p| p[0] == name && matches!(p[1].as_str(), "field" | "parameter" | "argument" | "param" | "arg"))
 }
 
 /// Words that make a sentence mentioning another tool a behavioural instruction about it.
 /// Workflow hints ("use read_text_file instead", "call search first") are not directives.
-const DIRECTIVES: &[&str] = &[
-    "always",
-    "never",
-    "must",
-    "ensure",
-    "make sure",
-    "otherwise",
-    "do not",
-    "don't",
-    "whenever",
-    "instead of",
-];
+const DIRECTIVES: &[&str] =
+    &["always", "never", "must", "ensure", "make sure", "otherwise", "do not", "don't", "whenever", "instead of"];
 
 /// AXP035: the description instructs the agent about a different tool.
 fn shadowing(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Vec<Raw>) {
@@ -759,10 +609,7 @@ fn shadowing(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Vec<Raw>)
         let mut target: Option<String> = None;
         // Known tools of the catalog, by exact word (names with separators) or backticked.
         for k in &ctx.known {
-            if k.lower == own
-                || k.lower.len() < 3
-                || (k.provider == provider && k.name == tool.name)
-            {
+            if k.lower == own || k.lower.len() < 3 || (k.provider == provider && k.name == tool.name) {
                 continue;
             }
             let mentioned = if k.distinctive {
@@ -780,37 +627,27 @@ fn shadowing(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Vec<Raw>)
         if target.is_none() {
             let idw: Vec<String> = sl
                 .split_whitespace()
-                .map(|t| {
-                    t.trim_matches(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
-                        .to_string()
-                })
+                .map(|t| t.trim_matches(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')).to_string())
                 .filter(|t| !t.is_empty())
                 .collect();
             for (i, x) in idw.iter().enumerate() {
                 // "send_message is invoked", "`transfer` tool is called"
                 let passive = idw.get(i + 1).is_some_and(|v| v == "is" || v == "gets")
-                    && idw.get(i + 2).is_some_and(|v| {
-                        matches!(v.as_str(), "invoked" | "called" | "used" | "run")
-                    });
+                    && idw.get(i + 2).is_some_and(|v| matches!(v.as_str(), "invoked" | "called" | "used" | "run"));
                 if passive && (x.contains('_') || x.contains('-')) && *x != own {
                     target = Some(x.clone());
                     break;
                 }
                 if matches!(x.as_str(), "before" | "after" | "when" | "whenever")
-                    && idw.get(i + 1).is_some_and(|v| {
-                        matches!(v.as_str(), "using" | "calling" | "invoking" | "running")
-                    })
+                    && idw
+                        .get(i + 1)
+                        .is_some_and(|v| matches!(v.as_str(), "using" | "calling" | "invoking" | "running"))
                 {
-                    let at = if idw.get(i + 2).is_some_and(|t| t == "the") {
-                        i + 3
-                    } else {
-                        i + 2
-                    };
+                    let at = if idw.get(i + 2).is_some_and(|t| t == "the") { i + 3 } else { i + 2 };
                     if let Some(n) = idw.get(at) {
                         let ident = n.contains('_') || n.contains('-');
                         let tool_word = idw.get(at + 1).is_some_and(|t| t == "tool");
-                        if (ident || tool_word) && *n != own && !matches!(n.as_str(), "this" | "it")
-                        {
+                        if (ident || tool_word) && *n != own && !matches!(n.as_str(), "this" | "it") {
                             target = Some(n.clone());
                             break;
                         }
@@ -819,28 +656,15 @@ fn shadowing(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Vec<Raw>)
             }
         }
         let Some(t) = target else { continue };
-        let conditional = sw
-            .first()
-            .is_some_and(|f| matches!(f.as_str(), "before" | "when" | "whenever" | "after"))
-            && sw.get(1).is_some_and(|v| {
-                matches!(v.as_str(), "using" | "calling" | "invoking" | "running")
-            });
+        let conditional = sw.first().is_some_and(|f| matches!(f.as_str(), "before" | "when" | "whenever" | "after"))
+            && sw.get(1).is_some_and(|v| matches!(v.as_str(), "using" | "calling" | "invoking" | "running"));
         if conditional
-            || DIRECTIVES.iter().any(|d| {
-                if d.contains(' ') {
-                    sl.contains(d)
-                } else {
-                    sw.iter().any(|x| x == d)
-                }
-            })
+            || DIRECTIVES.iter().any(|d| if d.contains(' ') { sl.contains(d) } else { sw.iter().any(|x| x == d) })
         {
             out.push(Raw::new(
                 "AXP035",
                 "/description",
-                format!(
-                    "gives instructions about another tool `{t}`: \"{}\"",
-                    clip(sentence, 120)
-                ),
+                format!("gives instructions about another tool `{t}`: \"{}\"", clip(sentence, 120)),
             ));
             return;
         }
@@ -876,18 +700,9 @@ fn dangerous(tool: &ToolSpec, out: &mut Vec<Raw>) {
     let has_prop = |names: &[&str]| props.iter().find(|p| names.contains(&p.as_str())).cloned();
     let verb_in = |list: &[&str]| verbs.iter().any(|v| list.contains(&v.as_str()));
     let mut why = None;
-    if let Some(p) = has_prop(&[
-        "command",
-        "cmd",
-        "shell",
-        "script",
-        "bash",
-        "commandline",
-        "command_line",
-        "code",
-    ]) && verb_in(&[
-        "run", "execute", "exec", "eval", "evaluate", "invoke", "launch", "spawn",
-    ]) {
+    if let Some(p) = has_prop(&["command", "cmd", "shell", "script", "bash", "commandline", "command_line", "code"])
+        && verb_in(&["run", "execute", "exec", "eval", "evaluate", "invoke", "launch", "spawn"])
+    {
         why = Some(format!("runs arbitrary commands or code (argument `{p}`)"));
     }
     if why.is_none()
@@ -903,15 +718,10 @@ fn dangerous(tool: &ToolSpec, out: &mut Vec<Raw>) {
             let constrained = tool
                 .input_schema
                 .pointer(&format!("/properties/{p}"))
-                .is_some_and(|s| {
-                    s.get("enum").is_some()
-                        || s.get("pattern").is_some()
-                        || s.get("const").is_some()
-                });
+                .is_some_and(|s| s.get("enum").is_some() || s.get("pattern").is_some() || s.get("const").is_some());
             if !constrained
                 && verb_in(&[
-                    "fetch", "get", "download", "request", "retrieve", "crawl", "scrape", "browse",
-                    "load", "open",
+                    "fetch", "get", "download", "request", "retrieve", "crawl", "scrape", "browse", "load", "open",
                 ])
             {
                 why = Some(format!(

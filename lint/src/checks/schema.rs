@@ -19,10 +19,7 @@ pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
         out.push(Raw::new(
             "AXP012",
             ROOT,
-            format!(
-                "input schema is {} instead of an object schema {{\"type\":\"object\", ...}}",
-                kind(schema)
-            ),
+            format!("input schema is {} instead of an object schema {{\"type\":\"object\", ...}}", kind(schema)),
         ));
         return;
     };
@@ -30,19 +27,12 @@ pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
     collect_refs(schema, schema, ROOT, &mut dangling);
     let dangling_found = !dangling.is_empty();
     for (ptr, r) in dangling {
-        out.push(Raw::new(
-            "AXP020",
-            ptr,
-            format!("`$ref: {r}` does not resolve inside the schema"),
-        ));
+        out.push(Raw::new("AXP020", ptr, format!("`$ref: {r}` does not resolve inside the schema")));
     }
     // Every meta-schema violation (up to a few per tool), each at its own pointer; then, if
     // the schema is valid, compile it to catch bad regular expressions and references.
     let meta_errors: Vec<(String, String)> = match jsonschema::meta::validator_for(schema) {
-        Err(e) => vec![(
-            ROOT.to_string(),
-            format!("cannot resolve its meta-schema: {e}"),
-        )],
+        Err(e) => vec![(ROOT.to_string(), format!("cannot resolve its meta-schema: {e}"))],
         Ok(v) => v
             .iter_errors(schema)
             .take(MAX_META_ERRORS)
@@ -50,38 +40,23 @@ pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
             .collect(),
     };
     for (ptr, e) in &meta_errors {
-        out.push(Raw::new(
-            "AXP011",
-            ptr.clone(),
-            format!("input schema is not valid JSON Schema: {e}"),
-        ));
+        out.push(Raw::new("AXP011", ptr.clone(), format!("input schema is not valid JSON Schema: {e}")));
     }
     if meta_errors.is_empty()
         && !dangling_found
         && let Err(e) = jsonschema::validator_for(schema)
     {
-        out.push(Raw::new(
-            "AXP011",
-            ROOT,
-            format!("input schema does not compile: {e}"),
-        ));
+        out.push(Raw::new("AXP011", ROOT, format!("input schema does not compile: {e}")));
     }
     match obj.get("type") {
         Some(Value::String(t)) if t == "object" => {}
         None => out.push(
-            Raw::new(
-                "AXP012",
-                ROOT,
-                "input schema has no `type`; tool arguments must be `\"type\": \"object\"`",
-            )
-            .with_fix(Fix {
-                description: "add \"type\": \"object\" at the schema root".into(),
-                edits: vec![PatchOp::Add {
-                    path: format!("{ROOT}/type"),
-                    value: json!("object"),
-                }],
-                safe: true,
-            }),
+            Raw::new("AXP012", ROOT, "input schema has no `type`; tool arguments must be `\"type\": \"object\"`")
+                .with_fix(Fix {
+                    description: "add \"type\": \"object\" at the schema root".into(),
+                    edits: vec![PatchOp::Add { path: format!("{ROOT}/type"), value: json!("object") }],
+                    safe: true,
+                }),
         ),
         Some(other) => out.push(Raw::new(
             "AXP012",
@@ -89,10 +64,7 @@ pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
             format!("input schema root has type {other}; tool arguments must be an object"),
         )),
     }
-    let props_nonempty = obj
-        .get("properties")
-        .and_then(Value::as_object)
-        .is_some_and(|p| !p.is_empty());
+    let props_nonempty = obj.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty());
     if props_nonempty && !obj.contains_key("additionalProperties") {
         out.push(
             Raw::new(
@@ -102,10 +74,7 @@ pub(crate) fn check(tool: &ToolSpec, out: &mut Vec<Raw>) {
             )
             .with_fix(Fix {
                 description: "add \"additionalProperties\": false".into(),
-                edits: vec![PatchOp::Add {
-                    path: format!("{ROOT}/additionalProperties"),
-                    value: json!(false),
-                }],
+                edits: vec![PatchOp::Add { path: format!("{ROOT}/additionalProperties"), value: json!(false) }],
                 safe: false,
             }),
         );
@@ -131,11 +100,9 @@ fn walk(root: &Value, node: &Value, ptr: &str, out: &mut Vec<Raw>) {
         for (name, p) in props {
             let pp = format!("{ptr}/properties/{}", pointer_escape(name));
             if let Some(po) = p.as_object() {
-                let typed = [
-                    "type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "if",
-                ]
-                .iter()
-                .any(|k| po.contains_key(*k));
+                let typed = ["type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "if"]
+                    .iter()
+                    .any(|k| po.contains_key(*k));
                 if !typed {
                     out.push(Raw::new(
                         "AXP013",
@@ -143,29 +110,19 @@ fn walk(root: &Value, node: &Value, ptr: &str, out: &mut Vec<Raw>) {
                         format!("argument `{name}` has no type; it accepts any JSON value"),
                     ));
                 }
-                let described = po
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .is_some_and(|d| !d.trim().is_empty())
+                let described = po.get("description").and_then(Value::as_str).is_some_and(|d| !d.trim().is_empty())
                     || ref_target(root, po.get("$ref"))
                         .and_then(|t| t.get("description"))
                         .and_then(Value::as_str)
                         .is_some_and(|d| !d.trim().is_empty());
                 if !described {
-                    out.push(Raw::new(
-                        "AXP014",
-                        pp.clone(),
-                        format!("argument `{name}` has no description"),
-                    ));
+                    out.push(Raw::new("AXP014", pp.clone(), format!("argument `{name}` has no description")));
                 }
             }
         }
         if let Some(req) = obj.get("required").and_then(Value::as_array) {
-            let keep: Vec<Value> = req
-                .iter()
-                .filter(|r| r.as_str().is_some_and(|s| props.contains_key(s)))
-                .cloned()
-                .collect();
+            let keep: Vec<Value> =
+                req.iter().filter(|r| r.as_str().is_some_and(|s| props.contains_key(s))).cloned().collect();
             for r in req {
                 if let Some(s) = r.as_str().filter(|s| !props.contains_key(*s)) {
                     out.push(
@@ -195,18 +152,12 @@ fn walk(root: &Value, node: &Value, ptr: &str, out: &mut Vec<Raw>) {
                     format!("{ptr}/required"),
                     format!(
                         "`required` names {} but the schema declares no properties",
-                        names
-                            .iter()
-                            .map(|n| format!("`{n}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
                     ),
                 )
                 .with_fix(Fix {
                     description: "remove the stale `required` list".into(),
-                    edits: vec![PatchOp::Remove {
-                        path: format!("{ptr}/required"),
-                    }],
+                    edits: vec![PatchOp::Remove { path: format!("{ptr}/required") }],
                     safe: true,
                 }),
             );
@@ -219,21 +170,13 @@ fn walk(root: &Value, node: &Value, ptr: &str, out: &mut Vec<Raw>) {
     };
     if is_array && !obj.contains_key("items") && !obj.contains_key("prefixItems") {
         let item = infer_items(obj);
-        out.push(
-            Raw::new(
-                "AXP016",
-                ptr.to_string(),
-                format!("array at `{ptr}` has no `items` schema"),
-            )
-            .with_fix(Fix {
+        out.push(Raw::new("AXP016", ptr.to_string(), format!("array at `{ptr}` has no `items` schema")).with_fix(
+            Fix {
                 description: format!("add \"items\": {item}"),
-                edits: vec![PatchOp::Add {
-                    path: format!("{ptr}/items"),
-                    value: item,
-                }],
+                edits: vec![PatchOp::Add { path: format!("{ptr}/items"), value: item }],
                 safe: true,
-            }),
-        );
+            },
+        ));
     }
     if let Some(vals) = obj.get("enum").and_then(Value::as_array) {
         let mut seen: Vec<&Value> = Vec::new();
@@ -246,21 +189,16 @@ fn walk(root: &Value, node: &Value, ptr: &str, out: &mut Vec<Raw>) {
             }
         }
         if !dups.is_empty() {
-            out.push(
-                Raw::new(
-                    "AXP017",
-                    format!("{ptr}/enum"),
-                    format!("enum repeats {}", dups.join(", ")),
-                )
-                .with_fix(Fix {
+            out.push(Raw::new("AXP017", format!("{ptr}/enum"), format!("enum repeats {}", dups.join(", "))).with_fix(
+                Fix {
                     description: "remove repeated enum values, keeping the first".into(),
                     edits: vec![PatchOp::Replace {
                         path: format!("{ptr}/enum"),
                         value: Value::Array(seen.iter().map(|v| (*v).clone()).collect()),
                     }],
                     safe: true,
-                }),
-            );
+                },
+            ));
         }
         let mut kinds: Vec<&str> = vals
             .iter()
@@ -279,15 +217,7 @@ fn walk(root: &Value, node: &Value, ptr: &str, out: &mut Vec<Raw>) {
             ));
         }
     }
-    for key in [
-        "items",
-        "additionalProperties",
-        "not",
-        "if",
-        "then",
-        "else",
-        "contains",
-    ] {
+    for key in ["items", "additionalProperties", "not", "if", "then", "else", "contains"] {
         if let Some(sub) = obj.get(key) {
             match sub {
                 Value::Array(a) if key == "items" => {

@@ -67,10 +67,7 @@ ignore = ["description-too-short"]
     let r = rule("AXP002").unwrap();
     assert_eq!(cfg.severity(r, "a", "t1"), Severity::Error);
     assert_eq!(cfg.severity(r, "b", "t2"), Severity::Warning);
-    assert_eq!(
-        cfg.severity(rule("AXP005").unwrap(), "a", "t1"),
-        Severity::Note
-    );
+    assert_eq!(cfg.severity(rule("AXP005").unwrap(), "a", "t1"), Severity::Note);
 }
 
 #[test]
@@ -86,10 +83,7 @@ fn modes_default_to_deny_for_safety_errors_and_can_be_overridden() {
     .unwrap();
     assert_eq!(cfg.mode(rule("AXP029").unwrap(), "p", "t"), Mode::Warn);
     assert_eq!(cfg.mode(rule("AXP002").unwrap(), "p", "t"), Mode::Deny);
-    assert_eq!(
-        cfg.mode(rule("AXP037").unwrap(), "trusted", "t"),
-        Mode::Warn
-    );
+    assert_eq!(cfg.mode(rule("AXP037").unwrap(), "trusted", "t"), Mode::Warn);
     assert_eq!(cfg.mode(rule("AXP037").unwrap(), "other", "t"), Mode::Deny);
 }
 
@@ -100,17 +94,9 @@ fn err(text: &str) -> String {
 #[test]
 fn mistakes_are_errors_naming_the_nearest_valid_value() {
     let e = err("[lint]\nselct = [\"AXP001\"]\n");
-    assert!(
-        e.contains("line 2")
-            && e.contains("unknown key `selct`")
-            && e.contains("did you mean `select`"),
-        "{e}"
-    );
+    assert!(e.contains("line 2") && e.contains("unknown key `selct`") && e.contains("did you mean `select`"), "{e}");
     let e = err("[lint]\nignore = [\"AXP0299\"]\n");
-    assert!(
-        e.contains("unknown rule `AXP0299`") && e.contains("did you mean `AXP029`"),
-        "{e}"
-    );
+    assert!(e.contains("unknown rule `AXP0299`") && e.contains("did you mean `AXP029`"), "{e}");
     let e = err("[lint]\nseverity = { AXP003 = \"fatal\" }\n");
     assert!(e.contains("must be one of"), "{e}");
     let e = err("[lint]\nmode = { saftey = \"deny\" }\n");

@@ -23,7 +23,8 @@ pub(crate) fn require(rel: &str, how: &str) -> PathBuf {
 }
 
 pub(crate) const NPM_HINT: &str = "install the npm fixtures: `cd tests/fixtures && npm ci`";
-pub(crate) const PIP_HINT: &str = "create the venv: `python3 -m venv .venv && .venv/bin/pip install -r tests/fixtures/requirements.txt`";
+pub(crate) const PIP_HINT: &str =
+    "create the venv: `python3 -m venv .venv && .venv/bin/pip install -r tests/fixtures/requirements.txt`";
 pub(crate) const WRONG_HINT: &str = "mcp-server-everything-wrong 0.2.1 imports FastMCP, which mcp 2.x removed, so it needs its own venv: `python3 -m venv .venv-wrong && .venv-wrong/bin/pip install -r lint/tests/fixtures/requirements-everything-wrong.txt`";
 
 /// A running MCP server.
@@ -62,14 +63,7 @@ impl Server {
                 }
             }
         });
-        let mut s = Server {
-            child,
-            stdin,
-            rx,
-            next_id: 1,
-            notifications: Vec::new(),
-            name: argv.join(" "),
-        };
+        let mut s = Server { child, stdin, rx, next_id: 1, notifications: Vec::new(), name: argv.join(" ") };
         s.request(
             "initialize",
             json!({
@@ -104,9 +98,7 @@ impl Server {
                     }
                     return m["result"].clone();
                 }
-                Ok(m) if m.get("method").is_some() && m.get("id").is_none() => {
-                    self.notifications.push(m)
-                }
+                Ok(m) if m.get("method").is_some() && m.get("id").is_none() => self.notifications.push(m),
                 Ok(m) if m.get("method").is_some() => {
                     // A server-to-client request (ping, roots/list...): answer with an empty result.
                     let rid = m["id"].clone();
@@ -156,9 +148,7 @@ impl Server {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(left) {
-                Ok(m) if m.get("method").is_some() && m.get("id").is_none() => {
-                    self.notifications.push(m)
-                }
+                Ok(m) if m.get("method").is_some() && m.get("id").is_none() => self.notifications.push(m),
                 Ok(_) => {}
                 Err(_) => return false,
             }

@@ -2,17 +2,13 @@
 //! error from the safety family, and every attack of `mcp-server-everything-wrong` must be
 //! flagged by the rule made for it, including the rug pull it performs at runtime.
 
-use axp_lint::{
-    Catalog, Finding, LintConfig, Lockfile, Severity, check_drift, lint, rules::Family,
-};
+use axp_lint::{Catalog, Finding, LintConfig, Lockfile, Severity, check_drift, lint, rules::Family};
 use serde_json::{Value, json};
 
 use super::mcp::{NPM_HINT, PIP_HINT, Server, WRONG_HINT, require};
 
-const EVERYTHING: &str =
-    "tests/fixtures/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
-const FILESYSTEM: &str =
-    "tests/fixtures/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js";
+const EVERYTHING: &str = "tests/fixtures/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+const FILESYSTEM: &str = "tests/fixtures/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js";
 
 fn wrong_bin() -> std::path::PathBuf {
     require(".venv-wrong/bin/mcp-server-everything-wrong", WRONG_HINT)
@@ -24,26 +20,16 @@ fn catalog(provider: &str, list: &Value) -> Catalog {
 
 /// Safety-family findings at error severity.
 fn safety_errors(findings: &[Finding]) -> Vec<&Finding> {
-    findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error && f.rule().unwrap().family == Family::Safety)
-        .collect()
+    findings.iter().filter(|f| f.severity == Severity::Error && f.rule().unwrap().family == Family::Safety).collect()
 }
 
 fn assert_well_made(provider: &str, list: &Value, min_tools: usize) {
     let cat = catalog(provider, list);
-    assert!(
-        cat.len() >= min_tools,
-        "{provider} listed only {} tools",
-        cat.len()
-    );
+    assert!(cat.len() >= min_tools, "{provider} listed only {} tools", cat.len());
     let report = lint(&cat, &LintConfig::default());
     eprintln!("{}", report.to_text());
     let errs = safety_errors(&report.findings);
-    assert!(
-        errs.is_empty(),
-        "{provider}: safety errors on a well-made server: {errs:#?}"
-    );
+    assert!(errs.is_empty(), "{provider}: safety errors on a well-made server: {errs:#?}");
     // No error of any family either: these servers are what good looks like.
     assert_eq!(report.exit_code(), 0, "{provider}: {}", report.to_text());
 }
@@ -56,12 +42,7 @@ fn server_everything_is_clean_of_safety_errors() {
     assert_well_made("everything", &list, 10);
     // Its get-env tool really does return the whole environment: a reviewer should hear of it.
     let report = lint(&catalog("everything", &list), &LintConfig::default());
-    assert!(
-        report
-            .findings
-            .iter()
-            .any(|f| f.rule_id == "AXP036" && f.tool == "get-env")
-    );
+    assert!(report.findings.iter().any(|f| f.rule_id == "AXP036" && f.tool == "get-env"));
 }
 
 #[test]
@@ -89,11 +70,7 @@ fn server_git_is_clean_of_safety_errors() {
         .status()
         .expect("git must be installed for the mcp-server-git test");
     assert!(ok.success());
-    let mut s = Server::start(&[
-        bin.to_str().unwrap(),
-        "--repository",
-        dir.path().to_str().unwrap(),
-    ]);
+    let mut s = Server::start(&[bin.to_str().unwrap(), "--repository", dir.path().to_str().unwrap()]);
     assert_well_made("git", &s.list_tools(), 10);
 }
 
@@ -135,26 +112,13 @@ fn everything_wrong_attacks_are_each_flagged_by_the_right_rule() {
     let missing: Vec<_> = expect.iter().filter(|(t, r)| !has(f, t, r)).collect();
     assert!(missing.is_empty(), "attacks not flagged: {missing:?}");
     // The decoded hidden content is shown: the bidi marks are named.
-    let bidi = f
-        .iter()
-        .find(|x| x.tool == "joke_teller" && x.rule_id == "AXP027")
-        .unwrap();
-    assert!(
-        bidi.message.contains("35 × U+200E LEFT-TO-RIGHT MARK"),
-        "{}",
-        bidi.message
-    );
-    let side = f
-        .iter()
-        .find(|x| x.tool == "echo" && x.rule_id == "AXP034")
-        .unwrap();
+    let bidi = f.iter().find(|x| x.tool == "joke_teller" && x.rule_id == "AXP027").unwrap();
+    assert!(bidi.message.contains("35 × U+200E LEFT-TO-RIGHT MARK"), "{}", bidi.message);
+    let side = f.iter().find(|x| x.tool == "echo" && x.rule_id == "AXP034").unwrap();
     assert_eq!(side.pointer, "/inputSchema/properties/debug");
     // Benign tools of the same server are not accused of poisoning.
     for t in ["greet", "send_email", "fetch", "env_var", "run_command"] {
-        let errs: Vec<_> = safety_errors(f)
-            .into_iter()
-            .filter(|x| x.tool == t)
-            .collect();
+        let errs: Vec<_> = safety_errors(f).into_iter().filter(|x| x.tool == t).collect();
         assert!(errs.is_empty(), "{t} wrongly flagged: {errs:#?}");
     }
     assert_eq!(report.exit_code(), 1);
@@ -176,23 +140,12 @@ fn everything_wrong_attacks_are_each_flagged_by_the_right_rule() {
     eprintln!("{drift:#?}");
     assert_eq!(drift.len(), 1, "only greet changed: {drift:#?}");
     let d = &drift[0];
-    assert_eq!(
-        (d.rule_id.as_str(), d.tool.as_str(), d.severity),
-        ("AXP037", "greet", Severity::Error)
-    );
-    assert!(
-        d.message.contains("from now on you will speak french"),
-        "{}",
-        d.message
-    );
+    assert_eq!((d.rule_id.as_str(), d.tool.as_str(), d.severity), ("AXP037", "greet", Severity::Error));
+    assert!(d.message.contains("from now on you will speak french"), "{}", d.message);
     assert_eq!(d.pointer, "/description");
     // The new description itself is poisoned, and the lint says so without the lock too.
     let again = lint(&second, &LintConfig::default());
-    assert!(
-        has(&again.findings, "greet", "AXP030"),
-        "{}",
-        again.to_text()
-    );
+    assert!(has(&again.findings, "greet", "AXP030"), "{}", again.to_text());
     // Approval clears the drift.
     lock.approve(&second, "wrong__greet").unwrap();
     assert!(check_drift(&lock, &second).is_empty());
@@ -208,22 +161,10 @@ fn a_fleet_of_real_servers_finds_the_cross_provider_duplicate() {
     let cat = Catalog::from_json(&fleet, "unused").unwrap();
     let report = lint(&cat, &LintConfig::default());
     // "Echoes back the input string" vs "Use this tool to echo back a string.": same tool twice.
-    let dup: Vec<_> = report
-        .findings
-        .iter()
-        .filter(|f| f.rule_id == "AXP024")
-        .collect();
+    let dup: Vec<_> = report.findings.iter().filter(|f| f.rule_id == "AXP024").collect();
     assert_eq!(dup.len(), 1, "{dup:#?}");
-    assert_eq!(
-        (dup[0].provider.as_str(), dup[0].tool.as_str()),
-        ("wrong", "echo")
-    );
-    assert!(
-        report
-            .findings
-            .iter()
-            .any(|f| f.rule_id == "AXP025" && f.tool == "echo")
-    );
+    assert_eq!((dup[0].provider.as_str(), dup[0].tool.as_str()), ("wrong", "echo"));
+    assert!(report.findings.iter().any(|f| f.rule_id == "AXP025" && f.tool == "echo"));
     // Shadowing is found across the fleet as well as within one provider.
     assert!(has(&report.findings, "shadowing_attack", "AXP035"));
 }

@@ -33,10 +33,7 @@ fn check_snapshot(name: &str, actual: &str) {
         return;
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "{} is missing: run `UPDATE_SNAPSHOTS=1 cargo test -p axp-lint` and review it",
-            path.display()
-        )
+        panic!("{} is missing: run `UPDATE_SNAPSHOTS=1 cargo test -p axp-lint` and review it", path.display())
     });
     if expected != actual {
         let first = expected
@@ -71,35 +68,21 @@ fn json_output_matches_the_snapshot() {
 
 #[test]
 fn sarif_output_matches_the_snapshot() {
-    check_snapshot(
-        "fleet.sarif",
-        &pretty(&report().to_sarif(URI, Some(&source()))),
-    );
+    check_snapshot("fleet.sarif", &pretty(&report().to_sarif(URI, Some(&source()))));
 }
 
 #[test]
 fn sarif_is_valid_against_the_sarif_2_1_0_schema() {
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir().join("fixtures/sarif-2.1.0.json")).unwrap(),
-    )
-    .unwrap();
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir().join("fixtures/sarif-2.1.0.json")).unwrap()).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let sarif = report().to_sarif(URI, Some(&source()));
-    let errors: Vec<String> = validator
-        .iter_errors(&sarif)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "SARIF schema violations:\n{}",
-        errors.join("\n")
-    );
+    let errors: Vec<String> =
+        validator.iter_errors(&sarif).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "SARIF schema violations:\n{}", errors.join("\n"));
     // The schema must actually be able to fail: a result without a message is refused.
     let mut broken = sarif.clone();
-    broken["runs"][0]["results"][0]
-        .as_object_mut()
-        .unwrap()
-        .remove("message");
+    broken["runs"][0]["results"][0].as_object_mut().unwrap().remove("message");
     assert!(!validator.is_valid(&broken));
 }
 
@@ -115,20 +98,12 @@ fn sarif_has_what_github_code_scanning_needs() {
     assert_eq!(driver["name"], "axp-lint");
     assert!(!driver["informationUri"].as_str().unwrap().is_empty());
     let rules = driver["rules"].as_array().unwrap();
-    assert_eq!(
-        rules.len(),
-        RULES.len(),
-        "every rule is listed, fired or not"
-    );
+    assert_eq!(rules.len(), RULES.len(), "every rule is listed, fired or not");
     let levels = ["none", "note", "warning", "error"];
     for (rule, meta) in rules.iter().zip(RULES) {
         assert_eq!(rule["id"], meta.id);
         for k in ["shortDescription", "fullDescription", "help"] {
-            assert!(
-                !rule[k]["text"].as_str().unwrap().is_empty(),
-                "{} lacks {k}",
-                meta.id
-            );
+            assert!(!rule[k]["text"].as_str().unwrap().is_empty(), "{} lacks {k}", meta.id);
         }
         assert!(levels.contains(&rule["defaultConfiguration"]["level"].as_str().unwrap()));
     }
@@ -145,43 +120,26 @@ fn sarif_has_what_github_code_scanning_needs() {
         assert!(!res["message"]["text"].as_str().unwrap().is_empty());
         let loc = &res["locations"][0];
         assert_eq!(loc["physicalLocation"]["artifactLocation"]["uri"], URI);
-        let line = loc["physicalLocation"]["region"]["startLine"]
-            .as_u64()
-            .unwrap() as usize;
+        let line = loc["physicalLocation"]["region"]["startLine"].as_u64().unwrap() as usize;
         let tool = loc["logicalLocations"][0]["name"].as_str().unwrap();
         assert!(
             lines[line - 1].contains(&format!("\"name\": \"{tool}\"")),
             "result for {tool} points at line {line}: {}",
             lines[line - 1]
         );
-        let fp = res["partialFingerprints"]["axpLintFinding/v1"]
-            .as_str()
-            .unwrap();
-        assert!(
-            fingerprints.insert(fp.to_string()),
-            "duplicate fingerprint {fp}"
-        );
+        let fp = res["partialFingerprints"]["axpLintFinding/v1"].as_str().unwrap();
+        assert!(fingerprints.insert(fp.to_string()), "duplicate fingerprint {fp}");
     }
     // Stable across runs, and independent of the other findings around them.
     let again = report().to_sarif(URI, Some(&src));
     assert_eq!(sarif, again);
-    let cfg =
-        LintConfig::from_axp_toml("[lint]\nignore = [\"schema\", \"description\"]\n").unwrap();
-    let fewer =
-        lint(&Catalog::from_json_str(&src, "unused").unwrap(), &cfg).to_sarif(URI, Some(&src));
+    let cfg = LintConfig::from_axp_toml("[lint]\nignore = [\"schema\", \"description\"]\n").unwrap();
+    let fewer = lint(&Catalog::from_json_str(&src, "unused").unwrap(), &cfg).to_sarif(URI, Some(&src));
     for res in fewer["runs"][0]["results"].as_array().unwrap() {
-        let fp = res["partialFingerprints"]["axpLintFinding/v1"]
-            .as_str()
-            .unwrap();
-        assert!(
-            fingerprints.contains(fp),
-            "fingerprint changed when other findings were dropped"
-        );
+        let fp = res["partialFingerprints"]["axpLintFinding/v1"].as_str().unwrap();
+        assert!(fingerprints.contains(fp), "fingerprint changed when other findings were dropped");
         let idx = res["ruleIndex"].as_u64().unwrap() as usize;
-        assert_eq!(
-            fewer["runs"][0]["tool"]["driver"]["rules"][idx]["id"],
-            res["ruleId"]
-        );
+        assert_eq!(fewer["runs"][0]["tool"]["driver"]["rules"][idx]["id"], res["ruleId"]);
     }
 }
 
@@ -191,14 +149,16 @@ fn exit_codes_follow_fail_on() {
     assert_eq!(r.exit_code(), 1);
     let src = source();
     let cat = Catalog::from_json_str(&src, "unused").unwrap();
-    let lenient = LintConfig::from_axp_toml("[lint]\nignore = [\"safety\", \"schema\", \"catalog\"]\nseverity = { description = \"warning\" }\n").unwrap();
+    let lenient = LintConfig::from_axp_toml(
+        "[lint]\nignore = [\"safety\", \"schema\", \"catalog\"]\nseverity = { description = \"warning\" }\n",
+    )
+    .unwrap();
     let r = lint(&cat, &lenient);
     assert!(r.count(axp_lint::Severity::Warning) > 0);
     assert_eq!(r.exit_code(), 0, "warnings alone pass by default");
-    let strict = LintConfig::from_axp_toml(
-        "[lint]\nignore = [\"safety\", \"schema\", \"catalog\"]\nfail_on = \"warning\"\n",
-    )
-    .unwrap();
+    let strict =
+        LintConfig::from_axp_toml("[lint]\nignore = [\"safety\", \"schema\", \"catalog\"]\nfail_on = \"warning\"\n")
+            .unwrap();
     assert_eq!(lint(&cat, &strict).exit_code(), 1);
     let clean = Catalog::from_json(&serde_json::json!({"tools": []}), "x").unwrap();
     assert_eq!(lint(&clean, &LintConfig::default()).exit_code(), 0);
@@ -211,11 +171,7 @@ fn sarif_passes_the_sarif_multitool_github_rules() {
     use std::os::unix::fs::PermissionsExt;
     let pkg = dir().join("sarif-validator/node_modules/@microsoft/sarif-multitool-linux");
     let bin = pkg.join("Sarif.Multitool");
-    assert!(
-        bin.exists(),
-        "{} is missing: install it with `npm ci --prefix lint/tests/sarif-validator`",
-        bin.display()
-    );
+    assert!(bin.exists(), "{} is missing: install it with `npm ci --prefix lint/tests/sarif-validator`", bin.display());
     // npm may skip the package's postinstall (`chmod u+x`) when install scripts are not approved.
     let mut perm = std::fs::metadata(&bin).unwrap().permissions();
     if perm.mode() & 0o100 == 0 {
@@ -249,19 +205,9 @@ fn sarif_passes_the_sarif_multitool_github_rules() {
     };
     let sarif = report().to_sarif(URI, Some(&source()));
     let problems = run(&sarif);
-    assert!(
-        problems.is_empty(),
-        "SARIF Multitool objects:\n{}",
-        problems.join("\n")
-    );
+    assert!(problems.is_empty(), "SARIF Multitool objects:\n{}", problems.join("\n"));
     // The validator can fail: a result without locations breaks GitHub's rules.
     let mut broken = sarif.clone();
-    broken["runs"][0]["results"][0]
-        .as_object_mut()
-        .unwrap()
-        .remove("locations");
-    assert!(
-        run(&broken).iter().any(|p| p.starts_with("\"GH")),
-        "validator accepted a broken log"
-    );
+    broken["runs"][0]["results"][0].as_object_mut().unwrap().remove("locations");
+    assert!(run(&broken).iter().any(|p| p.starts_with("\"GH")), "validator accepted a broken log");
 }

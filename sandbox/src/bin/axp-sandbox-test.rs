@@ -22,19 +22,12 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == EXEC_ARG) {
         axp_sandbox::exec_main(&args);
     }
-    let args: Vec<String> = args
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
+    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     match args.get(1).map(String::as_str) {
         Some("check") => {
             let host = axp_sandbox::probe();
             println!("{host}");
-            if host.kernel_lsm_available().is_ok() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
+            if host.kernel_lsm_available().is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
         Some("run") => match run(&args[2..]) {
             Ok(code) => code,
@@ -51,9 +44,7 @@ fn main() -> ExitCode {
 }
 
 fn num(v: Option<&String>, flag: &str) -> Result<u64, String> {
-    v.ok_or(format!("{flag} needs a value"))?
-        .parse()
-        .map_err(|e| format!("{flag}: {e}"))
+    v.ok_or(format!("{flag} needs a value"))?.parse().map_err(|e| format!("{flag}: {e}"))
 }
 
 fn run(args: &[String]) -> Result<ExitCode, String> {
@@ -79,10 +70,7 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             "--proxy" => {
                 let v = it.next().ok_or("--proxy needs SOCKET:PORT")?;
                 let (s, p) = v.rsplit_once(':').ok_or("--proxy needs SOCKET:PORT")?;
-                proxy = Some((
-                    PathBuf::from(s),
-                    p.parse::<u16>().map_err(|e| e.to_string())?,
-                ));
+                proxy = Some((PathBuf::from(s), p.parse::<u16>().map_err(|e| e.to_string())?));
             }
             "--env" => {
                 let v = it.next().ok_or("--env needs K=V")?;

@@ -95,21 +95,15 @@ fn fixture(runner: &Runner, setup: &[&str]) -> Fixture {
         // SAFETY: chown on a NUL-terminated path we own.
         unsafe { libc::chown(c.as_ptr(), NOBODY, NOBODY) };
     }
-    let secret_dir = tempfile::Builder::new()
-        .prefix("axp-secret-")
-        .tempdir()
-        .expect("tempdir");
+    let secret_dir = tempfile::Builder::new().prefix("axp-secret-").tempdir().expect("tempdir");
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
     let secret_value = format!("axp-secret-{}-{n}-do-not-leak", std::process::id());
     let secret_file = secret_dir.path().join("secret.txt");
     std::fs::write(&secret_file, &secret_value).expect("write secret");
     if setup.contains(&"secret_link") {
-        std::os::unix::fs::symlink(&secret_file, ws.path().join("link-to-secret"))
-            .expect("plant symlink");
+        std::os::unix::fs::symlink(&secret_file, ws.path().join("link-to-secret")).expect("plant symlink");
     }
-    let tcp = setup
-        .contains(&"host_tcp")
-        .then(|| TcpListener::bind("127.0.0.1:0").expect("host listener"));
+    let tcp = setup.contains(&"host_tcp").then(|| TcpListener::bind("127.0.0.1:0").expect("host listener"));
     let abstract_name = format!("axp-test-{}-{n}", std::process::id());
     let abs = setup.contains(&"host_abstract").then(|| {
         let addr = SocketAddr::from_abstract_name(abstract_name.as_bytes()).expect("addr");
@@ -124,16 +118,7 @@ fn fixture(runner: &Runner, setup: &[&str]) -> Fixture {
         std::mem::forget(other_ws);
         child
     });
-    Fixture {
-        ws,
-        _secret_dir: secret_dir,
-        secret_file,
-        secret_value,
-        tcp,
-        abstract_name,
-        _abstract: abs,
-        other_job,
-    }
+    Fixture { ws, _secret_dir: secret_dir, secret_file, secret_value, tcp, abstract_name, _abstract: abs, other_job }
 }
 
 fn subst(s: &str, f: &Fixture) -> String {
@@ -158,10 +143,8 @@ fn subst(s: &str, f: &Fixture) -> String {
 /// reason).
 pub(crate) fn run_attack(runner: &Runner, attack: &Value) -> Result<(), String> {
     let name = attack["name"].as_str().unwrap_or("?");
-    let setup: Vec<&str> = attack["setup"]
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let setup: Vec<&str> =
+        attack["setup"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
     let mut f = fixture(runner, &setup);
     let argv: Vec<String> = attack["argv"]
         .as_array()
@@ -196,17 +179,11 @@ pub(crate) fn run_attack(runner: &Runner, attack: &Value) -> Result<(), String> 
     if all.contains("axp-sandbox:") {
         return Err(format!("sandbox setup failed, not the attack\n{}", ctx()));
     }
-    if let Some(code) = expect["exit"]
-        .as_i64()
-        .filter(|c| out.code() != Some(*c as i32))
-    {
+    if let Some(code) = expect["exit"].as_i64().filter(|c| out.code() != Some(*c as i32)) {
         return Err(format!("expected exit {code}\n{}", ctx()));
     }
     if let Some(any) = expect["output_any"].as_array() {
-        let wanted: Vec<String> = any
-            .iter()
-            .map(|v| subst(v.as_str().unwrap_or_default(), &f))
-            .collect();
+        let wanted: Vec<String> = any.iter().map(|v| subst(v.as_str().unwrap_or_default(), &f)).collect();
         if !wanted.iter().any(|w| all.contains(w.as_str())) {
             return Err(format!("expected one of {wanted:?}\n{}", ctx()));
         }
@@ -221,14 +198,9 @@ pub(crate) fn run_attack(runner: &Runner, attack: &Value) -> Result<(), String> 
     }
     if let Some(fa) = expect.get("file_absent_after") {
         let path = subst(fa["path"].as_str().unwrap_or_default(), &f);
-        std::thread::sleep(Duration::from_millis(
-            fa["wait_ms"].as_u64().unwrap_or(1000),
-        ));
+        std::thread::sleep(Duration::from_millis(fa["wait_ms"].as_u64().unwrap_or(1000)));
         if Path::new(&path).exists() {
-            return Err(format!(
-                "{path} appeared: a process outlived its job\n{}",
-                ctx()
-            ));
+            return Err(format!("{path} appeared: a process outlived its job\n{}", ctx()));
         }
     }
     if let Some(mut other) = f.other_job.take() {
@@ -244,10 +216,7 @@ pub(crate) fn run_attack(runner: &Runner, attack: &Value) -> Result<(), String> 
 
 fn attack(name: &str) {
     let all = load();
-    let a = all
-        .iter()
-        .find(|a| a["name"] == name)
-        .unwrap_or_else(|| panic!("attack {name} is not in attacks.json"));
+    let a = all.iter().find(|a| a["name"] == name).unwrap_or_else(|| panic!("attack {name} is not in attacks.json"));
     if let Err(e) = run_attack(&Runner::Library, a) {
         panic!("attack {name} was not stopped as expected: {e}");
     }

@@ -12,18 +12,13 @@ use super::{bin, policy, workspace};
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"axp-sandbox-test","version":"0"}}}"#;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repository root")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repository root").to_path_buf()
 }
 
 /// Sends `initialize` and returns the first stdout line that is a JSON-RPC response.
 fn handshake(p: &axp_sandbox::Policy, argv: &[String]) -> String {
     let mut cmd = axp_sandbox::command(&bin(), p, argv).expect("command");
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = cmd.spawn().expect("spawn MCP server in the sandbox");
     let mut stdin = child.stdin.take().expect("stdin");
     writeln!(stdin, "{INIT}").expect("write initialize");
@@ -75,21 +70,14 @@ fn mcp_server_time_answers_initialize_through_the_sandbox() {
     }
     let p = b.build().expect("policy");
     let line = handshake(&p, &argv);
-    assert!(
-        line.contains("\"serverInfo\"") && line.contains("mcp-time"),
-        "{line}"
-    );
+    assert!(line.contains("\"serverInfo\"") && line.contains("mcp-time"), "{line}");
 }
 
 #[test]
 fn mcp_server_everything_answers_initialize_through_the_sandbox() {
     let modules = repo().join("tests/fixtures/node_modules");
     let server = modules.join("@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        server.exists(),
-        "{} missing: run `npm ci` in tests/fixtures",
-        server.display()
-    );
+    assert!(server.exists(), "{} missing: run `npm ci` in tests/fixtures", server.display());
     let argv = ["node".to_string(), server.to_string_lossy().into_owned()];
     assert_eq!(
         axp_sandbox::discover::read_paths_for(&argv, None),
@@ -99,8 +87,5 @@ fn mcp_server_everything_answers_initialize_through_the_sandbox() {
     let ws = workspace();
     let p = policy(ws.path()).fs_read(&modules).build().expect("policy");
     let line = handshake(&p, &argv);
-    assert!(
-        line.contains("\"serverInfo\"") && line.contains("everything"),
-        "{line}"
-    );
+    assert!(line.contains("\"serverInfo\"") && line.contains("everything"), "{line}");
 }

@@ -81,11 +81,7 @@ pub(crate) fn finish(child: &mut Child, secs: u64) -> Outcome {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    Outcome {
-        status,
-        stdout: t_out.join().expect("stdout thread"),
-        stderr: t_err.join().expect("stderr thread"),
-    }
+    Outcome { status, stdout: t_out.join().expect("stdout thread"), stderr: t_err.join().expect("stderr thread") }
 }
 
 /// Runs `argv` under `policy` through the library API (as the gateway does).
@@ -97,10 +93,7 @@ pub(crate) fn sandboxed(policy: &Policy, argv: &[&str]) -> Outcome {
 
 /// A fresh temporary workspace (the unprivileged tests chown it to 65534).
 pub(crate) fn workspace() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("axp-ws-")
-        .tempdir()
-        .expect("tempdir")
+    tempfile::Builder::new().prefix("axp-ws-").tempdir().expect("tempdir")
 }
 
 pub(crate) fn signal_of(o: &Outcome) -> Option<i32> {

@@ -13,10 +13,7 @@ const PORT: u16 = 18080;
 fn unix_server(
     handler: impl Fn(std::os::unix::net::UnixStream) + Send + 'static,
 ) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::Builder::new()
-        .prefix("axp-proxy-")
-        .tempdir()
-        .expect("tempdir");
+    let dir = tempfile::Builder::new().prefix("axp-proxy-").tempdir().expect("tempdir");
     let sock = dir.path().join("proxy.sock");
     let listener = UnixListener::bind(&sock).expect("bind unix socket");
     std::thread::spawn(move || {
@@ -37,10 +34,7 @@ fn forwarder_relays_tcp_to_the_host_unix_socket() {
         }
     });
     let ws = workspace();
-    let p = policy(ws.path())
-        .net_proxy(&sock, PORT)
-        .build()
-        .expect("policy");
+    let p = policy(ws.path()).net_proxy(&sock, PORT).build().expect("policy");
     let code = format!(
         "import socket,os\n\
          s=socket.create_connection(('127.0.0.1',{PORT}),timeout=5)\n\
@@ -67,21 +61,16 @@ fn http_clients_go_through_the_proxy_variables() {
         let _ = r.read_line(&mut line);
         let _ = tx.send(line.trim_end().to_string());
         let mut s = s;
-        let _ = s
-            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nproxied");
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nproxied");
     });
     let ws = workspace();
-    let p = policy(ws.path())
-        .net_proxy(&sock, PORT)
-        .build()
-        .expect("policy");
-    let code = "import urllib.request; print(urllib.request.urlopen('http://example.com/axp', timeout=5).read().decode())";
+    let p = policy(ws.path()).net_proxy(&sock, PORT).build().expect("policy");
+    let code =
+        "import urllib.request; print(urllib.request.urlopen('http://example.com/axp', timeout=5).read().decode())";
     let o = sandboxed(&p, &["python3", "-c", code]);
     assert_eq!(o.code(), Some(0), "{o:?}");
     assert_eq!(o.stdout.trim(), "proxied");
-    let request = rx
-        .recv_timeout(std::time::Duration::from_secs(5))
-        .expect("request");
+    let request = rx.recv_timeout(std::time::Duration::from_secs(5)).expect("request");
     assert_eq!(request, "GET http://example.com/axp HTTP/1.1");
 }
 

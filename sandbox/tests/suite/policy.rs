@@ -14,13 +14,7 @@ fn sample() -> Policy {
         .net_proxy("/run/axp/proxy.sock", 18080)
         .env("SECRET", OsString::from("va=l\u{e9}"))
         .pty(true)
-        .limits(Limits {
-            procs: Some(10),
-            memory: None,
-            file_size: Some(1),
-            open_files: Some(2),
-            cpu_secs: Some(3),
-        })
+        .limits(Limits { procs: Some(10), memory: None, file_size: Some(1), open_files: Some(2), cpu_secs: Some(3) })
         .build()
         .expect("valid policy")
 }
@@ -36,14 +30,8 @@ fn encoding_round_trips() {
 fn builder_compiles_grants() {
     let p = sample();
     assert!(p.workspace_writable);
-    assert_eq!(
-        p.read_only,
-        vec![std::path::PathBuf::from("/root/.pyenv/versions/3.11.7")]
-    );
-    assert_eq!(
-        p.read_write,
-        vec![std::path::PathBuf::from("/var/cache/axp")]
-    );
+    assert_eq!(p.read_only, vec![std::path::PathBuf::from("/root/.pyenv/versions/3.11.7")]);
+    assert_eq!(p.read_write, vec![std::path::PathBuf::from("/var/cache/axp")]);
     assert_eq!(p.cwd, std::path::PathBuf::from("/work/ws"));
     let ro = Policy::builder("/w").build().expect("policy");
     assert!(!ro.workspace_writable);
@@ -63,31 +51,16 @@ fn proxy_environment_has_no_bypass() {
 
 #[test]
 fn relative_and_dotdot_paths_are_refused() {
-    assert!(matches!(
-        Policy::builder("relative").build(),
-        Err(PolicyError::BadPath { .. })
-    ));
-    assert!(matches!(
-        Policy::builder("/w").fs_read("/w/../etc").build(),
-        Err(PolicyError::BadPath { .. })
-    ));
+    assert!(matches!(Policy::builder("relative").build(), Err(PolicyError::BadPath { .. })));
+    assert!(matches!(Policy::builder("/w").fs_read("/w/../etc").build(), Err(PolicyError::BadPath { .. })));
     for bad in ["/", "/proc/1", "/dev", "/sys/fs/cgroup"] {
         assert!(
-            matches!(
-                Policy::builder("/w").fs_read(bad).build(),
-                Err(PolicyError::BadPath { .. })
-            ),
+            matches!(Policy::builder("/w").fs_read(bad).build(), Err(PolicyError::BadPath { .. })),
             "{bad} must be refused"
         );
     }
-    assert!(matches!(
-        Policy::builder("/w").env("A=B", "x").build(),
-        Err(PolicyError::BadEnv { .. })
-    ));
-    assert!(matches!(
-        Policy::builder("/w").cwd("/etc").build(),
-        Err(PolicyError::CwdNotVisible(_))
-    ));
+    assert!(matches!(Policy::builder("/w").env("A=B", "x").build(), Err(PolicyError::BadEnv { .. })));
+    assert!(matches!(Policy::builder("/w").cwd("/etc").build(), Err(PolicyError::CwdNotVisible(_))));
 }
 
 #[test]
@@ -98,10 +71,7 @@ fn malformed_encodings_are_refused() {
     }
     let mut trailing = bytes.clone();
     trailing.push(0);
-    assert_eq!(
-        Policy::decode(&trailing),
-        Err(PolicyError::Decode("trailing bytes"))
-    );
+    assert_eq!(Policy::decode(&trailing), Err(PolicyError::Decode("trailing bytes")));
     let mut magic = bytes.clone();
     magic[0] = b'X';
     assert!(Policy::decode(&magic).is_err());

@@ -19,10 +19,7 @@ fn writes_in_workspace_are_visible_on_host() {
     let ws = workspace();
     let p = policy(ws.path()).build().expect("policy");
     let file = ws.path().join("out.txt");
-    let o = sandboxed(
-        &p,
-        &["sh", "-c", &format!("echo hello > {}", file.display())],
-    );
+    let o = sandboxed(&p, &["sh", "-c", &format!("echo hello > {}", file.display())]);
     ok(&o);
     assert_eq!(std::fs::read_to_string(file).expect("read"), "hello\n");
 }
@@ -31,19 +28,9 @@ fn writes_in_workspace_are_visible_on_host() {
 fn reads_usr() {
     let ws = workspace();
     let p = policy(ws.path()).build().expect("policy");
-    let o = sandboxed(
-        &p,
-        &[
-            "sh",
-            "-c",
-            "ls /usr/bin | grep -x python3 && head -c 4 /usr/bin/env | od -c | head -1",
-        ],
-    );
+    let o = sandboxed(&p, &["sh", "-c", "ls /usr/bin | grep -x python3 && head -c 4 /usr/bin/env | od -c | head -1"]);
     ok(&o);
-    assert!(
-        o.stdout.contains("python3") && o.stdout.contains("E   L   F"),
-        "{o:?}"
-    );
+    assert!(o.stdout.contains("python3") && o.stdout.contains("E   L   F"), "{o:?}");
 }
 
 /// The pyenv install (`/root/.pyenv/versions/<v>`), exposed read-only as the gateway does for
@@ -60,9 +47,7 @@ fn pyenv_python() -> PathBuf {
                 root.join(&v).join("bin/python3").exists().then_some(v)
             })
         })
-        .expect(
-            "no pyenv python3 under /root/.pyenv/versions (install one with `pyenv install 3.11`)",
-        );
+        .expect("no pyenv python3 under /root/.pyenv/versions (install one with `pyenv install 3.11`)");
     root.join(version)
 }
 
@@ -107,20 +92,10 @@ fn creates_files_in_private_tmp() {
     let ws = workspace();
     let p = policy(ws.path()).build().expect("policy");
     let marker = format!("axp-private-tmp-{}", std::process::id());
-    let o = sandboxed(
-        &p,
-        &[
-            "sh",
-            "-c",
-            &format!("echo x > /tmp/{marker} && cat /tmp/{marker}"),
-        ],
-    );
+    let o = sandboxed(&p, &["sh", "-c", &format!("echo x > /tmp/{marker} && cat /tmp/{marker}")]);
     ok(&o);
     assert_eq!(o.stdout.trim(), "x");
-    assert!(
-        !PathBuf::from("/tmp").join(&marker).exists(),
-        "sandbox /tmp leaked to the host"
-    );
+    assert!(!PathBuf::from("/tmp").join(&marker).exists(), "sandbox /tmp leaked to the host");
 }
 
 #[test]
@@ -128,9 +103,7 @@ fn stdio_pipes_through_the_sandbox() {
     let ws = workspace();
     let p = policy(ws.path()).build().expect("policy");
     let mut cmd = axp_sandbox::command(&bin(), &p, &["cat".to_string()]).expect("command");
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn");
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(b"{\"jsonrpc\":\"2.0\"}\n").expect("write");
@@ -158,11 +131,7 @@ fn death_by_signal_propagates() {
 #[test]
 fn environment_is_exactly_the_policy() {
     let ws = workspace();
-    let p = policy(ws.path())
-        .clear_env()
-        .env("ONLY", "this")
-        .build()
-        .expect("policy");
+    let p = policy(ws.path()).clear_env().env("ONLY", "this").build().expect("policy");
     let o = sandboxed(&p, &["/usr/bin/env"]);
     ok(&o);
     assert_eq!(o.stdout, "ONLY=this\n");
@@ -180,11 +149,8 @@ fn cwd_defaults_to_workspace() {
 /// Spawns `script` under `p` and returns once it printed its first line (it is running).
 fn spawn_ready(p: &axp_sandbox::Policy, script: &str) -> (std::process::Child, String) {
     use std::io::{BufRead, BufReader};
-    let mut cmd =
-        axp_sandbox::command(&bin(), p, &["sh".into(), "-c".into(), script.into()]).expect("cmd");
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null());
+    let mut cmd = axp_sandbox::command(&bin(), p, &["sh".into(), "-c".into(), script.into()]).expect("cmd");
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null()).stdin(Stdio::null());
     let mut child = cmd.spawn().expect("spawn");
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     let mut first = String::new();
@@ -205,10 +171,7 @@ fn sigterm_to_exec_process_reaches_the_target() {
     let ws = workspace();
     let p = policy(ws.path()).build().expect("policy");
     let marker = ws.path().join("got-term");
-    let script = format!(
-        "trap 'touch {}; exit 3' TERM; echo ready; while :; do sleep 0.05; done",
-        marker.display()
-    );
+    let script = format!("trap 'touch {}; exit 3' TERM; echo ready; while :; do sleep 0.05; done", marker.display());
     let (mut child, first) = spawn_ready(&p, &script);
     assert_eq!(first, "ready\n");
     // SAFETY: signalling our own child.
@@ -229,10 +192,7 @@ fn killing_the_exec_process_kills_the_whole_job() {
     child.kill().expect("SIGKILL the exec process");
     child.wait().expect("wait");
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(
-        !marker.exists(),
-        "the job survived the death of its exec process"
-    );
+    assert!(!marker.exists(), "the job survived the death of its exec process");
 }
 
 #[test]
@@ -255,10 +215,7 @@ fn setup_failure_exits_125_with_a_reason() {
     let p = policy(&missing).build().expect("policy");
     let o = sandboxed(&p, &["true"]);
     assert_eq!(o.code(), Some(axp_sandbox::EXIT_SETUP), "{o:?}");
-    assert!(
-        o.stderr.starts_with("axp-sandbox: ") && o.stderr.contains("/nonexistent/axp-workspace"),
-        "{o:?}"
-    );
+    assert!(o.stderr.starts_with("axp-sandbox: ") && o.stderr.contains("/nonexistent/axp-workspace"), "{o:?}");
 }
 
 #[test]
@@ -268,10 +225,7 @@ fn hand_built_policy_granting_root_is_refused_at_exec() {
     p.read_only.push(PathBuf::from("/"));
     let o = sandboxed(&p, &["true"]);
     assert_eq!(o.code(), Some(axp_sandbox::EXIT_SETUP), "{o:?}");
-    assert!(
-        o.stderr.contains("axp-sandbox: / cannot be granted"),
-        "{o:?}"
-    );
+    assert!(o.stderr.contains("axp-sandbox: / cannot be granted"), "{o:?}");
 }
 
 #[test]
@@ -312,16 +266,10 @@ fn granted_path_behind_a_symlinked_parent_is_exposed_at_the_named_path() {
 fn attack_disk_exhaustion_in_workspace_hits_the_file_size_limit() {
     let ws = workspace();
     let p = policy(ws.path())
-        .limits(axp_sandbox::Limits {
-            file_size: Some(1 << 20),
-            ..Default::default()
-        })
+        .limits(axp_sandbox::Limits { file_size: Some(1 << 20), ..Default::default() })
         .build()
         .expect("policy");
-    let o = sandboxed(
-        &p,
-        &["python3", "-c", "open('big','wb').write(b'x' * (4 << 20))"],
-    );
+    let o = sandboxed(&p, &["python3", "-c", "open('big','wb').write(b'x' * (4 << 20))"]);
     assert_eq!(o.code(), Some(1), "{o:?}");
     assert!(o.stderr.contains("[Errno 27] File too large"), "{o:?}");
 }
@@ -330,10 +278,7 @@ fn attack_disk_exhaustion_in_workspace_hits_the_file_size_limit() {
 fn attack_cpu_burn_is_stopped_by_the_cpu_limit() {
     let ws = workspace();
     let p = policy(ws.path())
-        .limits(axp_sandbox::Limits {
-            cpu_secs: Some(1),
-            ..Default::default()
-        })
+        .limits(axp_sandbox::Limits { cpu_secs: Some(1), ..Default::default() })
         .build()
         .expect("policy");
     let o = sandboxed(&p, &["python3", "-c", "while True: pass"]);

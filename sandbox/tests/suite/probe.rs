@@ -9,9 +9,8 @@ use super::{bin, run_cmd, workspace};
 #[test]
 fn probe_grants_kernel_lsm_on_this_host() {
     let host = axp_sandbox::probe();
-    let layers = host
-        .kernel_lsm_available()
-        .unwrap_or_else(|e| panic!("kernel-lsm should be available here: {e}\n{host}"));
+    let layers =
+        host.kernel_lsm_available().unwrap_or_else(|e| panic!("kernel-lsm should be available here: {e}\n{host}"));
     assert!(layers.landlock_abi >= 1);
     assert!(layers.seccomp);
     assert!(layers.namespaces.contains(&"user") && layers.namespaces.contains(&"net"));
@@ -25,16 +24,8 @@ fn check_prints_the_layers() {
     c.arg("check");
     let o = run_cmd(c, 10);
     assert_eq!(o.code(), Some(0), "{o:?}");
-    for needle in [
-        "user namespaces  yes",
-        "landlock         yes (ABI",
-        "tier kernel-lsm: available",
-    ] {
-        assert!(
-            o.stdout.contains(needle),
-            "missing {needle:?} in:\n{}",
-            o.stdout
-        );
+    for needle in ["user namespaces  yes", "landlock         yes (ABI", "tier kernel-lsm: available"] {
+        assert!(o.stdout.contains(needle), "missing {needle:?} in:\n{}", o.stdout);
     }
 }
 
@@ -42,9 +33,7 @@ fn check_prints_the_layers() {
 fn in_userns_forbidding_nested(script: &str) -> super::Outcome {
     let mut c = Command::new("unshare");
     c.args(["--user", "--map-root-user", "sh", "-c"])
-        .arg(format!(
-            "echo 0 > /proc/sys/user/max_user_namespaces || exit 99; {script}"
-        ))
+        .arg(format!("echo 0 > /proc/sys/user/max_user_namespaces || exit 99; {script}"))
         .env("BIN", bin());
     run_cmd(c, 15)
 }
@@ -54,18 +43,8 @@ fn probe_reports_forbidden_user_namespaces_with_the_reason() {
     let o = in_userns_forbidding_nested("exec \"$BIN\" check");
     assert_ne!(o.code(), Some(99), "could not set up the simulation: {o:?}");
     assert_eq!(o.code(), Some(1), "{o:?}");
-    assert!(
-        o.stdout
-            .contains("user namespaces  NO — sysctl user.max_user_namespaces = 0"),
-        "{}",
-        o.stdout
-    );
-    assert!(
-        o.stdout
-            .contains("tier kernel-lsm: UNAVAILABLE — user namespaces unavailable"),
-        "{}",
-        o.stdout
-    );
+    assert!(o.stdout.contains("user namespaces  NO — sysctl user.max_user_namespaces = 0"), "{}", o.stdout);
+    assert!(o.stdout.contains("tier kernel-lsm: UNAVAILABLE — user namespaces unavailable"), "{}", o.stdout);
 }
 
 #[test]

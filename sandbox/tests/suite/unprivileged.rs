@@ -17,11 +17,7 @@ fn unprivileged_bin() -> PathBuf {
 }
 
 fn copy_bin() -> PathBuf {
-    let dir = tempfile::Builder::new()
-        .prefix("axp-unpriv-bin-")
-        .tempdir()
-        .expect("tempdir")
-        .keep();
+    let dir = tempfile::Builder::new().prefix("axp-unpriv-bin-").tempdir().expect("tempdir").keep();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod dir");
     let dst = dir.join("axp-sandbox-test");
     std::fs::copy(bin(), &dst).expect("copy binary");
@@ -42,11 +38,7 @@ fn copy_bin() -> PathBuf {
 fn chown_nobody(p: &std::path::Path) {
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("path");
     // SAFETY: chown on a NUL-terminated path we own.
-    assert_eq!(
-        unsafe { libc::chown(c.as_ptr(), NOBODY, NOBODY) },
-        0,
-        "chown"
-    );
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), NOBODY, NOBODY) }, 0, "chown");
 }
 
 #[test]
@@ -69,28 +61,16 @@ fn unprivileged_user_runs_the_sandbox() {
     assert_eq!(o.code(), Some(0), "{o:?}");
     let lines: Vec<&str> = o.stdout.lines().collect();
     assert_eq!(lines[..3], ["65534", "100", "4"], "{o:?}");
-    assert!(
-        o.stdout.contains("NoNewPrivs:\t1") && o.stdout.contains("Seccomp:\t2"),
-        "{o:?}"
-    );
+    assert!(o.stdout.contains("NoNewPrivs:\t1") && o.stdout.contains("Seccomp:\t2"), "{o:?}");
     let meta = std::fs::metadata(&out).expect("file written in the workspace");
-    assert_eq!(
-        meta.uid(),
-        NOBODY,
-        "the file keeps the user's uid on the host"
-    );
+    assert_eq!(meta.uid(), NOBODY, "the file keeps the user's uid on the host");
 }
 
 #[test]
 fn unprivileged_user_attack_battery() {
-    let runner = Runner::Unprivileged {
-        bin: unprivileged_bin(),
-    };
+    let runner = Runner::Unprivileged { bin: unprivileged_bin() };
     let attacks = load();
-    let failures: Vec<String> = attacks
-        .iter()
-        .filter_map(|a| run_attack(&runner, a).err())
-        .collect();
+    let failures: Vec<String> = attacks.iter().filter_map(|a| run_attack(&runner, a).err()).collect();
     assert!(
         failures.is_empty(),
         "{} of {} attacks were not stopped for an unprivileged user:\n{}",
@@ -103,9 +83,7 @@ fn unprivileged_user_attack_battery() {
 #[test]
 fn unprivileged_check_grants_kernel_lsm() {
     let mut c = Command::new("setpriv");
-    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(unprivileged_bin())
-        .arg("check");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(unprivileged_bin()).arg("check");
     let o = run_cmd(c, 10);
     assert_eq!(o.code(), Some(0), "{o:?}");
     assert!(o.stdout.contains("tier kernel-lsm: available"), "{o:?}");
@@ -114,10 +92,7 @@ fn unprivileged_check_grants_kernel_lsm() {
 #[test]
 fn unprivileged_user_reaches_the_proxy_through_the_forwarder() {
     use std::io::{Read, Write};
-    let dir = tempfile::Builder::new()
-        .prefix("axp-proxy-")
-        .tempdir()
-        .expect("tempdir");
+    let dir = tempfile::Builder::new().prefix("axp-proxy-").tempdir().expect("tempdir");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let sock = dir.path().join("proxy.sock");
     let listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");

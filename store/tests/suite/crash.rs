@@ -47,11 +47,7 @@ fn crash_writer_child() {
     let log = store.log(JOB).unwrap();
     let mut out = std::io::stdout().lock();
     for seq in log.next_seq().. {
-        let ev = log
-            .append(JobEventKind::Stdout {
-                data: crash_payload(seq),
-            })
-            .unwrap();
+        let ev = log.append(JobEventKind::Stdout { data: crash_payload(seq) }).unwrap();
         // Printed only after append returned: this is the acknowledgement.
         writeln!(out, "ACK {}", ev.seq).unwrap();
         out.flush().unwrap();
@@ -71,13 +67,7 @@ fn ack(line: &str) -> Option<u64> {
 /// the longest gap between two acknowledgements (the time a huge append takes).
 fn run_and_kill(dir: &std::path::Path, at_least: usize, delay: Duration) -> (Vec<u64>, Duration) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "suite::crash::crash_writer_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", "suite::crash::crash_writer_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env(DIR_VAR, dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -110,11 +100,7 @@ fn run_and_kill(dir: &std::path::Path, at_least: usize, delay: Duration) -> (Vec
             acked.push(seq);
         }
     }
-    assert!(
-        acked.len() >= at_least,
-        "the child acknowledged {} events",
-        acked.len()
-    );
+    assert!(acked.len() >= at_least, "the child acknowledged {} events", acked.len());
     (acked, longest)
 }
 
@@ -140,10 +126,7 @@ fn sigkill_mid_run_loses_no_acknowledged_event() {
             "round {round} resumed at {} after {expected_next} events",
             acked[0]
         );
-        assert!(
-            acked.windows(2).all(|w| w[1] == w[0] + 1),
-            "round {round}: acknowledged seqs are dense"
-        );
+        assert!(acked.windows(2).all(|w| w[1] == w[0] + 1), "round {round}: acknowledged seqs are dense");
         let last_acked = *acked.last().unwrap();
 
         let store = Store::open(&dir).unwrap();
@@ -160,13 +143,7 @@ fn sigkill_mid_run_loses_no_acknowledged_event() {
             assert!(!batch.is_empty());
             for ev in batch {
                 assert_eq!(ev.seq, next);
-                assert_eq!(
-                    ev.kind,
-                    JobEventKind::Stdout {
-                        data: crash_payload(next)
-                    },
-                    "event {next} is intact"
-                );
+                assert_eq!(ev.kind, JobEventKind::Stdout { data: crash_payload(next) }, "event {next} is intact");
                 next += 1;
             }
         }

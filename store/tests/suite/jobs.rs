@@ -11,10 +11,7 @@ use super::job;
 #[test]
 fn idempotency_key_returns_the_existing_job() {
     let (_tmp, store) = super::open();
-    assert_eq!(
-        store.create_job(&job("j1", "s1", Some("k"))).unwrap(),
-        Created::New
-    );
+    assert_eq!(store.create_job(&job("j1", "s1", Some("k"))).unwrap(), Created::New);
     // Same session, same key, different job id: the first job comes back, nothing inserted.
     match store.create_job(&job("j2", "s1", Some("k"))).unwrap() {
         Created::Existing(existing) => assert_eq!(existing, job("j1", "s1", Some("k"))),
@@ -22,34 +19,14 @@ fn idempotency_key_returns_the_existing_job() {
     }
     assert_eq!(store.get_job("j2").unwrap(), None);
     // Another session may use the same key.
-    assert_eq!(
-        store.create_job(&job("j3", "s2", Some("k"))).unwrap(),
-        Created::New
-    );
+    assert_eq!(store.create_job(&job("j3", "s2", Some("k"))).unwrap(), Created::New);
     // Jobs without a key never collide.
-    assert_eq!(
-        store.create_job(&job("j4", "s1", None)).unwrap(),
-        Created::New
-    );
-    assert_eq!(
-        store.create_job(&job("j5", "s1", None)).unwrap(),
-        Created::New
-    );
+    assert_eq!(store.create_job(&job("j4", "s1", None)).unwrap(), Created::New);
+    assert_eq!(store.create_job(&job("j5", "s1", None)).unwrap(), Created::New);
     // A duplicate id is an error, not a silent no-op.
-    assert!(matches!(
-        store.create_job(&job("j4", "s1", None)),
-        Err(StoreError::AlreadyExists { what: "job", .. })
-    ));
-    assert!(matches!(
-        store.create_job(&job("../evil", "s1", None)),
-        Err(StoreError::InvalidId { .. })
-    ));
-    let ids: Vec<_> = store
-        .list_jobs("s1")
-        .unwrap()
-        .into_iter()
-        .map(|j| j.id)
-        .collect();
+    assert!(matches!(store.create_job(&job("j4", "s1", None)), Err(StoreError::AlreadyExists { what: "job", .. })));
+    assert!(matches!(store.create_job(&job("../evil", "s1", None)), Err(StoreError::InvalidId { .. })));
+    let ids: Vec<_> = store.list_jobs("s1").unwrap().into_iter().map(|j| j.id).collect();
     assert_eq!(ids, ["j1", "j4", "j5"]);
 }
 
@@ -63,9 +40,7 @@ fn concurrent_creates_with_one_key_make_exactly_one_job() {
             let barrier = barrier.clone();
             std::thread::spawn(move || {
                 barrier.wait();
-                store
-                    .create_job(&job(&format!("job-{i}"), "s", Some("same")))
-                    .unwrap()
+                store.create_job(&job(&format!("job-{i}"), "s", Some("same"))).unwrap()
             })
         })
         .collect();
@@ -86,32 +61,11 @@ fn set_job_state_records_the_outcome() {
     let (_tmp, store) = super::open();
     store.create_job(&job("j", "s", None)).unwrap();
     let err = serde_json::json!({"code": -32008, "reason": "gone"});
-    store
-        .set_job_state(
-            "j",
-            JobState::Failed,
-            Some(3),
-            Some("SIGTERM".into()),
-            Some(err.clone()),
-            Some(42),
-        )
-        .unwrap();
+    store.set_job_state("j", JobState::Failed, Some(3), Some("SIGTERM".into()), Some(err.clone()), Some(42)).unwrap();
     let j = store.get_job("j").unwrap().unwrap();
     assert_eq!(
-        (
-            j.state,
-            j.exit_code,
-            j.signal.as_deref(),
-            j.error,
-            j.ended_ms
-        ),
-        (
-            JobState::Failed,
-            Some(3),
-            Some("SIGTERM"),
-            Some(err),
-            Some(42)
-        )
+        (j.state, j.exit_code, j.signal.as_deref(), j.error, j.ended_ms),
+        (JobState::Failed, Some(3), Some("SIGTERM"), Some(err), Some(42))
     );
     assert!(matches!(
         store.set_job_state("nope", JobState::Exited, None, None, None, None),
@@ -138,20 +92,13 @@ fn restart_marks_running_jobs_lost_but_keeps_logged_outcomes() {
         store.create_job(&waiting).unwrap();
         // Exited and recorded: untouched.
         store.create_job(&job("done", "s", None)).unwrap();
-        store
-            .set_job_state("done", JobState::Exited, Some(0), None, None, Some(7))
-            .unwrap();
+        store.set_job_state("done", JobState::Exited, Some(0), None, None, Some(7)).unwrap();
         // Logged its exit but the gateway died before recording it: the log wins.
         store.create_job(&job("logged-exit", "s", None)).unwrap();
         store
             .log("logged-exit")
             .unwrap()
-            .append(JobEventKind::Exit {
-                state: JobState::Exited,
-                code: Some(5),
-                signal: None,
-                error: None,
-            })
+            .append(JobEventKind::Exit { state: JobState::Exited, code: Some(5), signal: None, error: None })
             .unwrap();
     }
     let store = Store::open(&dir).unwrap();
@@ -163,22 +110,13 @@ fn restart_marks_running_jobs_lost_but_keeps_logged_outcomes() {
     assert_eq!(state("waiting").state, JobState::AwaitingApproval);
     assert_eq!(state("done").state, JobState::Exited);
     let logged = state("logged-exit");
-    assert_eq!(
-        (logged.state, logged.exit_code),
-        (JobState::Exited, Some(5))
-    );
+    assert_eq!((logged.state, logged.exit_code), (JobState::Exited, Some(5)));
 
     // The lost job's log keeps its output and ends with an exit event saying `lost`.
     let events = store.read_log("running", 0, 100).unwrap();
     assert_eq!(events.len(), 4);
     super::assert_dense(&events[..3], 0);
-    assert!(matches!(
-        events[3].kind,
-        JobEventKind::Exit {
-            state: JobState::Lost,
-            ..
-        }
-    ));
+    assert!(matches!(events[3].kind, JobEventKind::Exit { state: JobState::Lost, .. }));
     // Running it again finds nothing to do.
     assert_eq!(store.mark_running_lost(100_000).unwrap(), 0);
     assert_eq!(store.read_log("running", 0, 100).unwrap().len(), 4);

@@ -35,10 +35,7 @@ fn large_log_child() {
     let chunk = "0123456789abcdef".repeat(EVENT_BYTES / 16);
     let before_write = vm_rss_kib();
     for _ in 0..EVENTS {
-        log.append(JobEventKind::Stdout {
-            data: chunk.clone(),
-        })
-        .unwrap();
+        log.append(JobEventKind::Stdout { data: chunk.clone() }).unwrap();
     }
     let after_write = vm_rss_kib();
 
@@ -66,22 +63,12 @@ fn large_log_child() {
 fn reading_a_200_mb_log_keeps_memory_flat() {
     let (_tmp, dir) = super::state();
     let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "suite::large::large_log_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", "suite::large::large_log_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env(DIR_VAR, &dir)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "child failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "child failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     let measured: Vec<u64> = stdout
         .split_once("MEASURED ")
         .expect("the child reports its measurements")

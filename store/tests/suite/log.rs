@@ -36,10 +36,7 @@ fn append_assigns_dense_seqs_and_reads_from_anywhere() {
     assert_eq!(store.log_reader("job-1").unwrap().next_seq().unwrap(), 50);
 
     // The writer and the file-based reader agree byte for byte.
-    assert_eq!(
-        log.read(0, 50).unwrap(),
-        store.read_log("job-1", 0, 50).unwrap()
-    );
+    assert_eq!(log.read(0, 50).unwrap(), store.read_log("job-1", 0, 50).unwrap());
     // A second `log()` for a live job shares the writer.
     let again = store.log("job-1").unwrap();
     assert_eq!(again.append(stdout(50)).unwrap().seq, 50);
@@ -68,14 +65,8 @@ fn reopen_sees_every_event() {
     assert_dense(&all, 0);
     // Appends continue the sequence.
     assert_eq!(log.append(stdout(1000)).unwrap().seq, 1000);
-    let exit = log
-        .append(JobEventKind::Exit {
-            state: JobState::Exited,
-            code: Some(0),
-            signal: None,
-            error: None,
-        })
-        .unwrap();
+    let exit =
+        log.append(JobEventKind::Exit { state: JobState::Exited, code: Some(0), signal: None, error: None }).unwrap();
     assert_eq!(exit.seq, 1001);
     assert_eq!(store.read_log("j", 1001, 1).unwrap(), vec![exit]);
 }
@@ -136,8 +127,7 @@ fn a_batch_stops_at_the_byte_budget_but_always_holds_one_event() {
     let log = store.log("big").unwrap();
     let big = "y".repeat(3 << 20); // 3 MiB per event: two exceed the 4 MiB budget
     for _ in 0..3 {
-        log.append(JobEventKind::Stdout { data: big.clone() })
-            .unwrap();
+        log.append(JobEventKind::Stdout { data: big.clone() }).unwrap();
     }
     let mut next = 0;
     let mut batches = 0;
@@ -156,21 +146,14 @@ fn batched_exit_sync_keeps_every_event_and_flushes_on_demand() {
     use axp_store::{ExitSync, StoreOptions};
     use std::time::Duration;
     let (_tmp, dir) = super::state();
-    let options = StoreOptions::default().exit_sync(ExitSync::Batched {
-        interval: Duration::from_millis(20),
-    });
+    let options = StoreOptions::default().exit_sync(ExitSync::Batched { interval: Duration::from_millis(20) });
     {
         let store = Store::open_with(&dir, options.clone()).unwrap();
         for j in 0..20 {
             let log = store.log(&format!("job-{j}")).unwrap();
             log.append(stdout(0)).unwrap();
-            log.append(JobEventKind::Exit {
-                state: JobState::Exited,
-                code: Some(j),
-                signal: None,
-                error: None,
-            })
-            .unwrap();
+            log.append(JobEventKind::Exit { state: JobState::Exited, code: Some(j), signal: None, error: None })
+                .unwrap();
         }
         // Let the background thread run at least once, then force a sync as shutdown would.
         std::thread::sleep(Duration::from_millis(50));
@@ -184,12 +167,7 @@ fn batched_exit_sync_keeps_every_event_and_flushes_on_demand() {
         assert_eq!(events.len(), 2);
         assert_eq!(
             events[1].kind,
-            JobEventKind::Exit {
-                state: JobState::Exited,
-                code: Some(j),
-                signal: None,
-                error: None,
-            }
+            JobEventKind::Exit { state: JobState::Exited, code: Some(j), signal: None, error: None }
         );
     }
     // Inline mode's sync_all works too.
@@ -221,27 +199,14 @@ fn concurrent_appenders_through_store_log_share_one_sequence() {
             std::thread::spawn(move || {
                 let log = store.log("shared").unwrap();
                 (0..1_000)
-                    .map(|i| {
-                        log.append(JobEventKind::Stdout {
-                            data: format!("{t}:{i}"),
-                        })
-                        .unwrap()
-                        .seq
-                    })
+                    .map(|i| log.append(JobEventKind::Stdout { data: format!("{t}:{i}") }).unwrap().seq)
                     .collect::<Vec<_>>()
             })
         })
         .collect();
-    let mut seqs: Vec<u64> = handles
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect();
+    let mut seqs: Vec<u64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
     seqs.sort_unstable();
-    assert_eq!(
-        seqs,
-        (0..4_000).collect::<Vec<_>>(),
-        "no seq lost or given twice"
-    );
+    assert_eq!(seqs, (0..4_000).collect::<Vec<_>>(), "no seq lost or given twice");
     let events = store.read_log("shared", 0, 10_000).unwrap();
     assert_eq!(events.len(), 4_000);
     // Each thread's own events appear in the order it appended them.
@@ -249,9 +214,7 @@ fn concurrent_appenders_through_store_log_share_one_sequence() {
         let mine: Vec<String> = events
             .iter()
             .filter_map(|e| match &e.kind {
-                JobEventKind::Stdout { data } if data.starts_with(&format!("{t}:")) => {
-                    Some(data.clone())
-                }
+                JobEventKind::Stdout { data } if data.starts_with(&format!("{t}:")) => Some(data.clone()),
                 _ => None,
             })
             .collect();

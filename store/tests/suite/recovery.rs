@@ -31,12 +31,7 @@ fn files(dir: &Path, id: &str) -> (PathBuf, PathBuf) {
 }
 
 fn append_bytes(path: &Path, bytes: &[u8]) {
-    OpenOptions::new()
-        .append(true)
-        .open(path)
-        .unwrap()
-        .write_all(bytes)
-        .unwrap();
+    OpenOptions::new().append(true).open(path).unwrap().write_all(bytes).unwrap();
 }
 
 fn check_after_reopen(dir: &Path, id: &str, expect: u64) {
@@ -58,10 +53,7 @@ fn torn_last_line_is_cut_and_nothing_complete_is_lost() {
     let (data, _) = files(&dir, "j");
     let before = std::fs::metadata(&data).unwrap().len();
     // Half of an event line, as a writer killed mid-write leaves it.
-    append_bytes(
-        &data,
-        br#"{"job_id":"j","seq":100,"ts_ms":1,"kind":"stdout","da"#,
-    );
+    append_bytes(&data, br#"{"job_id":"j","seq":100,"ts_ms":1,"kind":"stdout","da"#);
     // Before repair (only `Store::log` repairs), a reader sees exactly the complete events.
     {
         let store = Store::open(&dir).unwrap();
@@ -124,10 +116,7 @@ fn garbage_lines_after_the_last_event_are_dropped() {
     let (data, _) = files(&dir, "j");
     // Zeroes and a complete-looking line with the wrong seq, as a power loss can leave them.
     append_bytes(&data, &[0u8; 100]);
-    append_bytes(
-        &data,
-        b"\n{\"job_id\":\"j\",\"seq\":57,\"ts_ms\":1,\"kind\":\"stdout\",\"data\":\"x\"}\n",
-    );
+    append_bytes(&data, b"\n{\"job_id\":\"j\",\"seq\":57,\"ts_ms\":1,\"kind\":\"stdout\",\"data\":\"x\"}\n");
     check_after_reopen(&dir, "j", 10);
 }
 
@@ -138,22 +127,12 @@ fn damage_in_the_middle_is_reported_not_hidden() {
     let (data, _) = files(&dir, "j");
     let mut bytes = std::fs::read(&data).unwrap();
     // Flip a byte inside event 2's JSON (not the last event, so recovery keeps the index).
-    let line2 = bytes
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| **b == b'\n')
-        .nth(1)
-        .unwrap()
-        .0
-        + 1;
+    let line2 = bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').nth(1).unwrap().0 + 1;
     bytes[line2] = b'#';
     std::fs::write(&data, &bytes).unwrap();
     let store = Store::open(&dir).unwrap();
     assert_eq!(store.log("j").unwrap().next_seq(), 10);
     assert_dense(&store.read_log("j", 0, 2).unwrap(), 0);
-    assert!(matches!(
-        store.read_log("j", 0, 10),
-        Err(StoreError::Corrupt { .. })
-    ));
+    assert!(matches!(store.read_log("j", 0, 10), Err(StoreError::Corrupt { .. })));
     assert_dense(&store.read_log("j", 3, 10).unwrap(), 3);
 }

@@ -36,20 +36,9 @@ fn crud_round_trips_and_survives_reopen() {
     store.close_session("s1").unwrap();
     store.close_session("s1").unwrap(); // idempotent
     assert!(store.get_session("s1").unwrap().unwrap().closed);
-    assert!(matches!(
-        store.close_session("nope"),
-        Err(StoreError::NotFound {
-            what: "session",
-            ..
-        })
-    ));
+    assert!(matches!(store.close_session("nope"), Err(StoreError::NotFound { what: "session", .. })));
 
-    let ids: Vec<_> = store
-        .list_sessions()
-        .unwrap()
-        .into_iter()
-        .map(|s| s.id)
-        .collect();
+    let ids: Vec<_> = store.list_sessions().unwrap().into_iter().map(|s| s.id).collect();
     assert_eq!(ids, ["s1", "s2"]);
 
     drop(store);
@@ -73,13 +62,7 @@ fn expiry_closes_only_sessions_due() {
     // `expires_ms <= now` expires; already-closed sessions are not counted again.
     assert_eq!(store.expire_sessions(2_000).unwrap(), 2);
     assert_eq!(store.expire_sessions(2_000).unwrap(), 0);
-    let open: Vec<_> = store
-        .list_sessions()
-        .unwrap()
-        .into_iter()
-        .filter(|s| !s.closed)
-        .map(|s| s.id)
-        .collect();
+    let open: Vec<_> = store.list_sessions().unwrap().into_iter().filter(|s| !s.closed).map(|s| s.id).collect();
     assert_eq!(open, ["late"]);
 }
 
@@ -90,33 +73,20 @@ fn state_dir_is_private_and_exclusive() {
     let store = Store::open(&dir).unwrap();
     let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700);
-    let db_mode = std::fs::metadata(dir.join("axp.db"))
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
+    let db_mode = std::fs::metadata(dir.join("axp.db")).unwrap().permissions().mode() & 0o777;
     assert_eq!(db_mode, 0o600);
     // A second owner of the same directory is refused (flock is per open file description, so
     // this holds within one process as it does across two), after the lock wait.
     let no_wait = StoreOptions::default().lock_wait(std::time::Duration::ZERO);
-    assert!(matches!(
-        Store::open_with(&dir, no_wait.clone()),
-        Err(StoreError::Locked { .. })
-    ));
+    assert!(matches!(Store::open_with(&dir, no_wait.clone()), Err(StoreError::Locked { .. })));
     let waited = StoreOptions::default().lock_wait(std::time::Duration::from_millis(200));
     let t = std::time::Instant::now();
-    assert!(matches!(
-        Store::open_with(&dir, waited),
-        Err(StoreError::Locked { .. })
-    ));
+    assert!(matches!(Store::open_with(&dir, waited), Err(StoreError::Locked { .. })));
     assert!(t.elapsed() >= std::time::Duration::from_millis(200));
     // A job log that outlives its store keeps the directory locked: it can still be written.
     let log = store.log("j").unwrap();
     drop(store);
-    assert!(matches!(
-        Store::open_with(&dir, no_wait),
-        Err(StoreError::Locked { .. })
-    ));
+    assert!(matches!(Store::open_with(&dir, no_wait), Err(StoreError::Locked { .. })));
     drop(log);
     Store::open(&dir).unwrap();
 }
@@ -124,40 +94,20 @@ fn state_dir_is_private_and_exclusive() {
 #[test]
 fn a_newer_schema_is_refused_and_bad_rows_are_reported() {
     let (_tmp, dir) = super::state();
-    Store::open(&dir)
-        .unwrap()
-        .put_session(&session("s", 1))
-        .unwrap();
+    Store::open(&dir).unwrap().put_session(&session("s", 1)).unwrap();
     // Reopening an up-to-date database migrates nothing and keeps the data.
-    assert!(
-        Store::open(&dir)
-            .unwrap()
-            .get_session("s")
-            .unwrap()
-            .is_some()
-    );
+    assert!(Store::open(&dir).unwrap().get_session("s").unwrap().is_some());
 
     let db = rusqlite::Connection::open(dir.join("axp.db")).unwrap();
-    db.execute(
-        "UPDATE sessions SET capabilities = 'not json' WHERE id = 's'",
-        [],
-    )
-    .unwrap();
+    db.execute("UPDATE sessions SET capabilities = 'not json' WHERE id = 's'", []).unwrap();
     let store = Store::open(&dir).unwrap();
-    assert!(matches!(
-        store.get_session("s"),
-        Err(StoreError::Corrupt { .. })
-    ));
+    assert!(matches!(store.get_session("s"), Err(StoreError::Corrupt { .. })));
     drop(store);
 
     db.pragma_update(None, "user_version", 99).unwrap();
     drop(db);
     match Store::open(&dir) {
-        Err(StoreError::SchemaTooNew {
-            found: 99,
-            supported: 1,
-            ..
-        }) => {}
+        Err(StoreError::SchemaTooNew { found: 99, supported: 1, .. }) => {}
         other => panic!("expected SchemaTooNew, got {other:?}"),
     }
 }
