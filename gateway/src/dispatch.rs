@@ -417,16 +417,15 @@ impl Gateway {
         let spec = json!({"tool": name, "arguments": arguments, "origin": "mcp", "request_id": req_id});
         let digest = digest_json(&Value::Object(arguments.clone()));
         let job = self.start_tool_job(&s, &name, arguments, spec, None, None)?;
-        self.audit(
-            Kind::ToolCall,
-            Some(&s.id),
-            json!({"tool": name, "args_sha256": digest, "job_id": job.id, "via": "tools/call"}),
-        )
-        .await?;
+        let detail = json!({"tool": name, "args_sha256": digest, "job_id": job.id, "via": "tools/call"});
         let key = (s.id.clone(), id_key(&serde_json::to_value(req_id).unwrap_or_default()));
         self.inflight_lock().insert(key.clone(), job.id.clone());
-        let result = self.follow(&job, ctx, progress_token).await;
+        // The audit record's fsync overlaps the call; the reply still waits for both, so no
+        // result is acknowledged before its record is durable.
+        let (audited, result) =
+            tokio::join!(self.audit(Kind::ToolCall, Some(&s.id), detail), self.follow(&job, ctx, progress_token));
         self.inflight_lock().remove(&key);
+        audited?;
         result.map(|o| serde_json::to_value(o).unwrap_or_default())
     }
 
