@@ -66,3 +66,19 @@ fn a_poisoned_fleet_fails_ci_with_sarif_and_a_clean_file_passes() {
     let (code, _, err) = lint(&["--explain", "AXP999"], tmp.path());
     assert_eq!(code, 2, "{err}");
 }
+
+/// `axp lint --url` lints what a running gateway publishes (here, the built-in tools).
+#[test]
+fn lint_a_running_gateway_by_url() {
+    let gw = gateway().start();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(axp())
+        .args(["lint", "--url", &gw.url, "--format", "json"])
+        .env("XDG_STATE_HOME", tmp.path())
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap();
+    assert!(code == 0 || code == 1, "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report.to_string().contains("files"), "the gateway's tools were linted: {report}");
+}
