@@ -177,6 +177,7 @@ async fn tls_through_connect(p: &TestProxy, tls: &TlsUpstream, host: &str, sni: 
     assert!(resp.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&resp));
     let mut roots = rustls::RootCertStore::empty();
     roots.add(tls.cert_der.clone()).unwrap();
+    crate::suite::fixtures::install_crypto_provider();
     let cfg = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
     let c = tokio_rustls::TlsConnector::from(Arc::new(cfg));
     let name = rustls::pki_types::ServerName::try_from(sni.to_string()).unwrap();

@@ -250,6 +250,7 @@ impl TlsUpstream {
         std::fs::write(&cert_pem, ck.cert.pem()).unwrap();
         let cert_der = ck.cert.der().clone();
         let key = rustls::pki_types::PrivateKeyDer::try_from(ck.signing_key.serialize_der()).unwrap();
+        crate::suite::fixtures::install_crypto_provider();
         let cfg = rustls::ServerConfig::builder()
             .with_no_client_auth()
             .with_single_cert(vec![cert_der.clone()], key)
@@ -460,4 +461,13 @@ pub fn ip(s: &str) -> IpAddr {
 
 pub fn exists(p: &Path) -> bool {
     p.exists()
+}
+
+/// Selects rustls's ring provider for this test process. In a workspace build another crate
+/// (reqwest) enables aws-lc-rs too, and rustls then refuses to guess which one to use.
+pub(crate) fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
