@@ -29,8 +29,9 @@ fn forwarder_relays_tcp_to_the_host_unix_socket() {
     let (_dir, sock) = unix_server(|mut s| {
         let mut buf = [0u8; 64];
         if let Ok(n) = s.read(&mut buf) {
-            let _ = s.write_all(b"echo:");
-            let _ = s.write_all(&buf[..n]);
+            // One write: a client's single recv() must see the whole reply (two writes could
+            // arrive as two TCP segments and make the test flaky).
+            let _ = s.write_all(&[b"echo:".as_slice(), &buf[..n]].concat());
         }
     });
     let ws = workspace();
