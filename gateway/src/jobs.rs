@@ -130,10 +130,19 @@ impl Jobs {
         }
         let log = self.store.log(&id).map_err(|e| internal("opening a job log", e))?;
         let (tx, _) = watch::channel(0u64);
+        // A command job's stdin accepts writes from the moment its id is returned; what arrives
+        // before the process has started is queued, not refused.
+        let (stdin_tx, stdin_rx) = match &work {
+            Work::Command { .. } => {
+                let (t, r) = mpsc::channel::<Option<Vec<u8>>>(16);
+                (Some(t), Some(r))
+            }
+            Work::Tool { .. } => (None, None),
+        };
         let live = Arc::new(Live {
             next_seq: tx,
             cancel: CancellationToken::new(),
-            stdin: Mutex::new(None),
+            stdin: Mutex::new(stdin_tx),
             pid: Mutex::new(None),
             timed_out: std::sync::atomic::AtomicBool::new(false),
         });
@@ -163,7 +172,7 @@ impl Jobs {
                     run_tool(*resolved, arguments, cwd, &job_id, sink.clone(), live.clone(), cancel).await
                 }
                 Work::Command { spec, launcher } => {
-                    run_command(spec, launcher, sink.clone(), live.clone(), cancel).await
+                    run_command(spec, launcher, sink.clone(), live.clone(), stdin_rx, cancel).await
                 }
             };
             this.finish(&job_id, &sink, exit);
@@ -384,6 +393,7 @@ async fn run_command(
     launcher: Arc<dyn Launcher>,
     sink: Arc<LogSink>,
     live: Arc<Live>,
+    stdin_rx: Option<mpsc::Receiver<Option<Vec<u8>>>>,
     cancel: CancellationToken,
 ) -> JobEventKind {
     let failed = |reason: String| JobEventKind::Exit {
@@ -402,9 +412,7 @@ async fn run_command(
         Err(e) => return failed(format!("cannot start `{}`: {e}", spec.program)),
     };
     *lock(&live.pid) = child.id();
-    let (tx, mut rx) = mpsc::channel::<Option<Vec<u8>>>(16);
-    *lock(&live.stdin) = Some(tx);
-    if let Some(mut stdin) = child.stdin.take() {
+    if let (Some(mut stdin), Some(mut rx)) = (child.stdin.take(), stdin_rx) {
         tokio::spawn(async move {
             while let Some(msg) = rx.recv().await {
                 match msg {
