@@ -1,5 +1,5 @@
 //! The command line (clap derive; doc comments are the help text). One subcommand per file under
-//! `commands/`. Internal entries (`__sandbox-exec`) are dispatched in `main` before clap runs.
+//! `commands/`. Internal entries (`__sandbox-exec`, `__plugin-host`) are dispatched in `main` before clap runs.
 
 use std::path::PathBuf;
 
@@ -41,6 +41,8 @@ pub enum Command {
     /// Verify or read the tamper-evident audit log.
     #[command(subcommand)]
     Audit(crate::commands::audit::AuditCommand),
+    /// Install, list, inspect and remove provider plugins (WASM components, native libraries).
+    Provider(crate::commands::provider::ProviderArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,5 +1,6 @@
 //! The `axp` binary. `main` first dispatches the hidden internal entries that must run before
-//! any thread exists (`__sandbox-exec`, re-executed by the gateway to confine a process), then
+//! any thread exists (`__sandbox-exec`, re-executed by the gateway to confine a process, and
+//! `__plugin-host`, the native plugin helper), then
 //! parses the command line and runs one subcommand on a tokio runtime. Errors are printed as
 //! `error: …` with any `hint:` lines, and map to exit code 2 (could not run).
 
@@ -16,6 +17,7 @@ mod http;
 mod jobs;
 mod metrics;
 mod mount;
+mod plugins;
 mod registry;
 mod sandboxing;
 mod search;
@@ -35,12 +37,19 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == axp_sandbox::EXEC_ARG) {
         axp_sandbox::exec_main(&args);
     }
+    // The native plugin helper (run inside the sandbox by the gateway) loads one library and
+    // answers on stdio; it needs neither clap nor a runtime.
+    if args.get(1).is_some_and(|a| a == axp_plugin_host::PLUGIN_HOST_ARG) {
+        axp_plugin_host::plugin_host_main(args.into_iter().skip(1));
+    }
     let cli = cli::Cli::parse();
     // Synchronous commands run without a runtime (`audit tail --follow` sleeps between polls).
     let command = match cli.command {
         cli::Command::Sandbox(cmd) => return exit(commands::sandbox::run(cmd)),
         cli::Command::Token(cmd) => return exit(commands::token::run(cmd)),
         cli::Command::Audit(cmd) => return exit(commands::audit::run(cmd)),
+        // `provider` builds its own small runtime around the install.
+        cli::Command::Provider(cmd) => return exit(commands::provider::run(cmd)),
         other => other,
     };
     init_tracing(&cli.log_format);
@@ -61,7 +70,7 @@ fn main() -> ExitCode {
             Jobs(a) => commands::client::jobs(a).await,
             Attach(a) => commands::client::attach(a).await,
             Lint(a) => commands::lint::run(a).await,
-            Sandbox(_) | Token(_) | Audit(_) => Ok(0),
+            Sandbox(_) | Token(_) | Audit(_) | Provider(_) => Ok(0),
         }
     });
     exit(result)

@@ -96,6 +96,17 @@ impl Registry {
         );
     }
 
+    /// Removes a provider and its tools (a plugin that was uninstalled); returns it so the
+    /// caller can shut it down.
+    pub fn unmount(&self, id: &ProviderId) -> Option<DynProvider> {
+        let mut st = self.write();
+        let removed = st.providers.remove(id).map(|p| p.mount.provider);
+        if removed.is_some() {
+            rebuild(&mut st);
+        }
+        removed
+    }
+
     /// Replaces a provider's tool list and rebuilds the index.
     pub fn set_tools(&self, id: &ProviderId, tools: Vec<ToolSpec>, lint: HashMap<String, Vec<Value>>) {
         let mut st = self.write();

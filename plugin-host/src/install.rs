@@ -46,6 +46,9 @@ pub enum InstallError {
     /// The plugin reports an id other than its manifest's.
     #[error("the plugin calls itself `{found}` but its manifest says `{expected}`")]
     IdMismatch { expected: String, found: String },
+    /// The caller's check of the plugin's tools (the gateway's registration lint) refused it.
+    #[error("{0}")]
+    Refused(String),
     /// No installed plugin has that id.
     #[error("no installed plugin `{0}`; hint: `axp provider list` shows what is installed")]
     NotInstalled(String),
@@ -108,6 +111,9 @@ pub struct HostContext {
     /// Native plugins listed here run inside the gateway process (`trusted = true`).
     pub trusted: Vec<String>,
     pub native_timeout: Duration,
+    /// The workspace that manifests' `fs` grants (workspace-relative directories) resolve
+    /// against. `None`: `fs` grants are refused at load.
+    pub workspace: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for HostContext {
@@ -119,14 +125,22 @@ impl std::fmt::Debug for HostContext {
 impl HostContext {
     /// Default limits, the given launcher, and this executable as the native helper.
     pub fn new(launcher: Arc<dyn Launcher>) -> Result<Self, InstallError> {
+        Self::with_limits(launcher, WasmLimits::default())
+    }
+
+    /// As [`HostContext::new`], with these WASM limits (the native call timeout follows the
+    /// WASM call timeout).
+    pub fn with_limits(launcher: Arc<dyn Launcher>, limits: WasmLimits) -> Result<Self, InstallError> {
+        let native_timeout = limits.call_timeout;
         Ok(Self {
-            runtime: WasmRuntime::new(WasmLimits::default())?,
+            runtime: WasmRuntime::new(limits)?,
             launcher,
             helper: HelperCommand::current_exe().map_err(io("locating the current executable"))?,
             secrets: BTreeMap::new(),
             resolve_override: Default::default(),
             trusted: Vec::new(),
-            native_timeout: Duration::from_secs(30),
+            native_timeout,
+            workspace: None,
         })
     }
 }
@@ -219,6 +233,37 @@ fn verify_signature(manifest: &Manifest, dir: &Path, artifact: &[u8], pubkey: &s
     Ok(pubkey.trim().chars().take(16).collect())
 }
 
+/// The host directories of a manifest's `fs` grants: each inside the workspace after symbolic
+/// links are resolved (a link pointing out of the workspace is refused), and existing.
+pub fn fs_grants(manifest: &Manifest, workspace: Option<&Path>) -> Result<Vec<(PathBuf, String)>, InstallError> {
+    if manifest.capabilities.fs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let refuse = |problem: String| {
+        InstallError::Manifest(ManifestError::OverReach { id: manifest.id.clone(), problems: vec![problem] })
+    };
+    let Some(ws) = workspace else {
+        return Err(refuse("fs grants need a workspace, and this host has none configured".into()));
+    };
+    let ws = ws.canonicalize().map_err(io(format!("cannot resolve the workspace {}", ws.display())))?;
+    let mut out = Vec::new();
+    for rel in &manifest.capabilities.fs {
+        let host = ws
+            .join(rel)
+            .canonicalize()
+            .map_err(|e| refuse(format!("fs `{rel}`: {} cannot be used: {e}", ws.join(rel).display())))?;
+        if !host.starts_with(&ws) || !host.is_dir() {
+            return Err(refuse(format!(
+                "fs `{rel}` resolves to {}, which is not a directory inside the workspace {}",
+                host.display(),
+                ws.display()
+            )));
+        }
+        out.push((host, rel.trim_end_matches('/').to_string()));
+    }
+    Ok(out)
+}
+
 async fn probe(
     ctx: &HostContext,
     manifest: &Manifest,
@@ -229,6 +274,7 @@ async fn probe(
         PluginKind::Wasm => {
             let mut grants = WasmGrants::from_capabilities(&manifest.capabilities, &|n| ctx.secrets.get(n).cloned());
             grants.resolve_override = ctx.resolve_override.clone();
+            grants.preopens = fs_grants(manifest, ctx.workspace.as_deref())?;
             let p = WasmProvider::new(&ctx.runtime, &manifest.id, bytes, grants).await?;
             if p.info().id != manifest.id {
                 return Err(InstallError::IdMismatch { expected: manifest.id.clone(), found: p.info().id.clone() });
@@ -241,7 +287,11 @@ async fn probe(
                 id: manifest.id.clone(),
                 library: artifact_path.to_path_buf(),
                 helper: ctx.helper.clone(),
-                policy: ProcessPolicy { net: manifest.capabilities.net.clone(), ..Default::default() },
+                policy: ProcessPolicy {
+                    net: manifest.capabilities.net.clone(),
+                    fs_read: fs_grants(manifest, ctx.workspace.as_deref())?.into_iter().map(|(host, _)| host).collect(),
+                    ..Default::default()
+                },
                 trusted: ctx.trusted.contains(&manifest.id),
                 call_timeout: ctx.native_timeout,
             };
@@ -261,6 +311,19 @@ pub async fn install(
     state_dir: &Path,
     ctx: &HostContext,
     progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<(Installed, Vec<ToolSpec>), InstallError> {
+    install_vetted(source, opts, state_dir, ctx, progress, &|_, _| Ok(())).await
+}
+
+/// As [`install`], and `vet(id, tools)` must accept the plugin's tools before anything is
+/// recorded (the gateway passes its registration lint); its error refuses the install.
+pub async fn install_vetted(
+    source: &Path,
+    opts: &InstallOptions,
+    state_dir: &Path,
+    ctx: &HostContext,
+    progress: &(dyn Fn(&str) + Send + Sync),
+    vet: &(dyn Fn(&str, &[ToolSpec]) -> Result<(), String> + Send + Sync),
 ) -> Result<(Installed, Vec<ToolSpec>), InstallError> {
     progress("reading the manifest");
     let (manifest, dir) = locate(source)?;
@@ -318,6 +381,11 @@ pub async fn install(
         }
     };
     let _ = provider.shutdown().await;
+    progress(&format!("linting {} tool descriptions", tools.len()));
+    if let Err(why) = vet(&manifest.id, &tools) {
+        let _ = std::fs::remove_dir_all(&dest);
+        return Err(InstallError::Refused(why));
+    }
     let entry = Installed {
         id: manifest.id.clone(),
         version: manifest.version.clone(),

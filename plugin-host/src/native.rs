@@ -415,7 +415,9 @@ impl DylibProvider {
             program: self.cfg.helper.program.to_string_lossy().into_owned(),
             args,
             env: Default::default(),
-            cwd: None,
+            // The library's own directory is the sandbox's (read-only) workspace, so nothing
+            // of the host beyond it and the declared grants is visible.
+            cwd: self.cfg.library.parent().map(Path::to_path_buf),
             policy,
         };
         let mut cmd = launcher.command(&spec)?;

@@ -1,9 +1,10 @@
 //! The `wasm` provider: WASM components targeting `axp:provider@0.1.0`, run in wasmtime. This
 //! file owns the engine (pooling allocator, epoch ticker), the per-call store (memory limiter,
 //! epoch deadline, an empty WASI context) and the outbound-HTTP filter. It must not grant a
-//! plugin anything its manifest does not: no preopened directories, no environment, no sockets
-//! (the `wasi:sockets`/`wasi:filesystem`/`wasi:cli` interfaces are linked only because Rust's
-//! standard library imports them; their context grants nothing), HTTP only to granted domains.
+//! plugin anything its manifest does not: no environment, no sockets (the `wasi:sockets` and
+//! `wasi:cli` interfaces are linked only because Rust's standard library imports them; their
+//! context grants nothing), read-only preopens of exactly the manifest's `fs` directories, and
+//! HTTP only to granted domains.
 //!
 //! Every call gets a fresh instance from one pre-instantiated [`bindings::AxpProviderPre`], so
 //! concurrent calls never share state or wait on a lock; a semaphore bounds them to the pool size.
@@ -21,7 +22,7 @@ use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, UpdateDeadline,
 };
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{DirPerms, FilePerms, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::bindings::http::types::ErrorCode as HttpErrorCode;
 use wasmtime_wasi_http::body::HyperOutgoingBody;
 use wasmtime_wasi_http::types::{HostFutureIncomingResponse, IncomingResponse, OutgoingRequestConfig};
@@ -209,6 +210,9 @@ pub struct WasmGrants {
     /// Test and pinning hook: connect to this address instead of resolving the host name. The
     /// allowlist check still applies to the name the plugin asked for.
     pub resolve_override: HashMap<String, SocketAddr>,
+    /// Read-only preopened directories: (host directory, name the plugin sees). The manifest's
+    /// `fs` grants, resolved inside the workspace by the installer.
+    pub preopens: Vec<(std::path::PathBuf, String)>,
 }
 
 impl WasmGrants {
@@ -219,6 +223,7 @@ impl WasmGrants {
             net: caps.net.clone(),
             secrets: caps.secrets.iter().filter_map(|n| secret_source(n).map(|v| (n.clone(), v))).collect(),
             resolve_override: HashMap::new(),
+            preopens: Vec::new(),
         }
     }
 }
@@ -408,10 +413,16 @@ impl WasmPlugin {
         Ok(Self { runtime: runtime.clone(), pre, shared: Arc::new(Shared { id: id.to_string(), grants }) })
     }
 
-    fn store(&self) -> Store<HostState> {
+    fn store(&self) -> Result<Store<HostState>, String> {
         let limits = &self.runtime.inner.limits;
-        // An empty context: no args, no env, no preopens, no sockets, no name lookups.
-        let wasi = WasiCtx::builder().allow_ip_name_lookup(false).allow_tcp(false).allow_udp(false).build();
+        // No args, no env, no sockets, no name lookups; only the granted directories, read-only.
+        let mut wasi = WasiCtx::builder();
+        wasi.allow_ip_name_lookup(false).allow_tcp(false).allow_udp(false);
+        for (host, guest) in &self.shared.grants.preopens {
+            wasi.preopened_dir(host, guest, DirPerms::READ, FilePerms::READ)
+                .map_err(|e| format!("cannot open the granted directory {}: {e:#}", host.display()))?;
+        }
+        let wasi = wasi.build();
         let state = HostState {
             wasi,
             http: WasiHttpCtx::new(),
@@ -432,14 +443,14 @@ impl WasmPlugin {
             // Yield so that other calls on this runtime's threads make progress.
             Ok(UpdateDeadline::Yield(1))
         });
-        store
+        Ok(store)
     }
 
     /// Instantiates once and asks the plugin who it is and what tools it has; checks the ABI
     /// version it reports.
     pub async fn probe(&self) -> Result<(PluginInfo, Vec<ToolSpec>), WasmError> {
         let _slot = self.runtime.inner.slots.acquire().await;
-        let mut store = self.store();
+        let mut store = self.store().map_err(WasmError::Probe)?;
         let inst = self.pre.instantiate_async(&mut store).await.map_err(|e| WasmError::Probe(format!("{e:#}")))?;
         let plugin = inst.axp_provider_plugin();
         let info = plugin.call_info(&mut store).await.map_err(|e| WasmError::Probe(format!("info: {e:#}")))?;
@@ -456,7 +467,7 @@ impl WasmPlugin {
     /// Instantiates the plugin once without calling it (for the benchmark).
     pub async fn instantiate_only(&self) -> Result<(), WasmError> {
         let _slot = self.runtime.inner.slots.acquire().await;
-        let mut store = self.store();
+        let mut store = self.store().map_err(WasmError::Probe)?;
         self.pre.instantiate_async(&mut store).await.map_err(|e| WasmError::Probe(format!("{e:#}")))?;
         Ok(())
     }
@@ -466,7 +477,8 @@ impl WasmPlugin {
             provider: self.shared.id.clone(),
             reason: "the WASM runtime is shutting down".into(),
         })?;
-        let mut store = self.store();
+        let mut store =
+            self.store().map_err(|reason| ProviderError::Unavailable { provider: self.shared.id.clone(), reason })?;
         let result = async {
             let inst = self.pre.instantiate_async(&mut store).await?;
             inst.axp_provider_plugin().call_call(&mut store, name, args, meta).await

@@ -10,18 +10,26 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use axp_plugin_host::{HostContext, InstallOptions};
+use axp_plugin_host::InstallOptions;
 use axp_providers::Launcher;
 use clap::{Args, Subcommand};
+
+use crate::config::settings::Settings;
+use crate::egress::Egress;
 
 /// Install, list, inspect and remove provider plugins (WASM components and native libraries).
 #[derive(Debug, Args)]
 pub struct ProviderArgs {
     #[command(subcommand)]
     pub command: ProviderCommand,
-    /// The state directory holding installed plugins [default: $XDG_STATE_HOME/axp].
+    /// The state directory holding installed plugins [default: `state_dir` of --config, else
+    /// $XDG_STATE_HOME/axp]; use the one `axp serve` uses.
     #[arg(long, global = true, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Operator settings: its `state_dir`, `workspace`, `[plugins]` limits and `[lint]` policy
+    /// apply to the install's checks as they will when a gateway mounts the plugin.
+    #[arg(long = "config", global = true, value_name = "AXP_TOML")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -73,9 +81,17 @@ pub struct RemoveArgs {
 
 /// Runs one `axp provider` subcommand; returns the exit code.
 pub fn run(args: ProviderArgs) -> Result<i32> {
-    let state_dir = args.state_dir.clone().unwrap_or_else(crate::commands::serve::default_state_dir);
+    let settings = match &args.config {
+        Some(p) => crate::config::settings::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
+        None => crate::config::settings::Settings::default(),
+    };
+    let state_dir = args
+        .state_dir
+        .clone()
+        .or_else(|| settings.state_dir.clone())
+        .unwrap_or_else(crate::commands::serve::default_state_dir);
     match args.command {
-        ProviderCommand::Add(a) => add(a, state_dir),
+        ProviderCommand::Add(a) => add(a, state_dir, &settings),
         ProviderCommand::List(a) => {
             let installed = axp_plugin_host::list(&state_dir)?;
             if a.json {
@@ -115,27 +131,41 @@ pub fn run(args: ProviderArgs) -> Result<i32> {
     }
 }
 
-fn add(a: AddArgs, state_dir: PathBuf) -> Result<i32> {
-    let (_, sandboxed) = crate::sandboxing::kernel_lsm(&[]);
+fn add(a: AddArgs, state_dir: PathBuf, settings: &Settings) -> Result<i32> {
+    let egress = Arc::new(Egress::new(state_dir.join("egress")));
+    let (_, sandboxed) = crate::sandboxing::kernel_lsm(&settings.sandbox.extra_read, egress);
     let launcher: Arc<dyn Launcher> = match sandboxed {
         Some(l) => l,
         None if a.dangerously_unsandboxed => Arc::new(axp_providers::DirectLauncher),
-        None => {
-            // WASM plugins never need a process; a native one is refused at its probe below.
-            Arc::new(RefuseLauncher)
-        }
+        // WASM plugins never need a process; a native one is refused at its probe.
+        None => Arc::new(RefuseLauncher),
     };
-    let ctx = HostContext::new(launcher).context("cannot prepare the plugin host")?;
+    let workspace = match settings.workspace.clone() {
+        Some(w) => w,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let ctx = settings.plugins.host_context(launcher, &workspace)?;
     let opts = InstallOptions { expected_sha256: a.sha256, pubkey: a.pubkey };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let progress = |line: &str| eprintln!("  {line}");
-    let result = rt.block_on(axp_plugin_host::install(&a.path, &opts, &state_dir, &ctx, &progress));
+    let lint = settings.lint.clone();
+    let path = a.path.clone();
+    // Inside a task (not `block_on`'s own future): the egress proxy of a native plugin with
+    // `net` grants starts from a runtime worker.
+    let task = rt.spawn(async move {
+        let progress = |line: &str| eprintln!("  {line}");
+        let vet =
+            |id: &str, tools: &[axp_protocol::ToolSpec]| crate::plugins::lint_at_install(lint.as_ref(), id, tools);
+        axp_plugin_host::install_vetted(&path, &opts, &state_dir, &ctx, &progress, &vet)
+            .await
+            .map(|(entry, tools)| (entry, tools, state_dir))
+    });
+    let result = rt.block_on(task).context("the install task failed")?;
     match result {
-        Ok((entry, tools)) => {
+        Ok((entry, tools, state_dir)) => {
             eprintln!("installed `{}` {} into {}", entry.id, entry.version, state_dir.join(&entry.dir).display());
             for t in tools {
                 let first = t.description.lines().next().unwrap_or_default();

@@ -208,6 +208,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     for m in mounts {
         watch_provider(gateway.clone(), m);
     }
+    // Installed plugins (`axp provider add`), kept in step with the lockfile while serving.
+    let plugin_ctx = settings.plugins.host_context(launcher.clone(), &workspace)?;
+    crate::plugins::Plugins::start(gateway.clone(), state_dir.clone(), plugin_ctx).await?;
     // Give providers a moment to list their tools so the first index is complete; slow ones
     // join later and announce themselves through list_changed.
     wait_for_providers(&registry, Duration::from_secs(10)).await;
@@ -295,7 +298,8 @@ pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
     });
 }
 
-async fn refresh(gw: &Gateway, provider: &DynProvider) {
+/// Lists a provider's tools, passes them through the registration lint and publishes them.
+pub async fn refresh(gw: &Gateway, provider: &DynProvider) {
     let id = provider.id().clone();
     match provider.tools().await {
         Ok(tools) => {

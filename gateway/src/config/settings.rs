@@ -30,6 +30,9 @@ pub struct Settings {
     /// Agent Skills folders (a skill folder, or a folder of skill folders).
     #[serde(default)]
     pub skill_dirs: Vec<PathBuf>,
+    /// Limits of installed plugins (`axp provider add`).
+    #[serde(default)]
+    pub plugins: crate::plugins::PluginSettings,
     /// Passed to the lint crate, which validates it.
     pub lint: Option<toml::Value>,
 }

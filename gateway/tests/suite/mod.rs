@@ -9,6 +9,7 @@ pub mod fleet;
 pub mod jobs;
 pub mod lint;
 pub mod mcp_clients;
+pub mod plugins;
 pub mod sessions;
 pub mod skills;
 

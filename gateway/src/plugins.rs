@@ -1,0 +1,265 @@
+//! Installed plugins in a running gateway: mounts every plugin recorded in the state dir's
+//! `plugins.lock` as a provider (WASM in-process under wasmtime's limits, native libraries in
+//! the sandboxed `axp __plugin-host` helper started by the gateway's launcher, with the
+//! manifest's `net`/`fs` grants compiled into its policy), and keeps the registry in step with
+//! the lockfile while the gateway runs: `axp provider add/remove` in another process changes the
+//! lockfile, this module's watcher sees it, mounts or unmounts, and tells clients through
+//! `notifications/tools/list_changed`. Plugin tools pass the registration lint like every tool.
+//!
+//! It owns the `[plugins]` table of `axp.toml` and the install-time lint verdict. It never
+//! installs or verifies artifacts itself (that is `axp-plugin-host`), and never gives a plugin
+//! more than its manifest grants.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use axp_plugin_host::{HostContext, Installed, WasmLimits};
+use axp_protocol::ToolSpec;
+use axp_providers::{DynProvider, Launcher, ProviderEvent, ProviderId};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::fleet::PrefixMode;
+use crate::dispatch::Gateway;
+use crate::registry::Mount;
+
+/// `[plugins]` in `axp.toml`: limits applied to every plugin call.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSettings {
+    /// Wall-clock deadline of one plugin call, in milliseconds [default: 30000].
+    pub call_timeout_ms: Option<u64>,
+    /// Largest linear memory of one WASM instance, in MiB [default: 64].
+    pub memory_mib: Option<usize>,
+    /// Native plugins (by id) loaded into the gateway's own process instead of the sandboxed
+    /// helper. A crash of one of these takes the gateway down.
+    #[serde(default)]
+    pub dangerously_trusted: Vec<String>,
+}
+
+impl PluginSettings {
+    /// The WASM limits these settings ask for.
+    pub fn limits(&self) -> WasmLimits {
+        let d = WasmLimits::default();
+        WasmLimits {
+            memory_bytes: self.memory_mib.map_or(d.memory_bytes, |m| m << 20),
+            call_timeout: self.call_timeout_ms.map_or(d.call_timeout, Duration::from_millis),
+            max_instances: d.max_instances,
+        }
+    }
+
+    /// A host context with these limits and grants resolved against `workspace`.
+    pub fn host_context(&self, launcher: Arc<dyn Launcher>, workspace: &Path) -> Result<HostContext> {
+        let mut ctx = HostContext::with_limits(launcher, self.limits()).context("cannot start the plugin runtime")?;
+        ctx.trusted = self.dangerously_trusted.clone();
+        ctx.workspace = Some(workspace.to_path_buf());
+        Ok(ctx)
+    }
+}
+
+/// The registration lint's verdict on a plugin's tools, before it is installed: `Err` names
+/// every refused tool and why. The same rules run again when a gateway mounts it.
+pub fn lint_at_install(
+    lint_table: Option<&toml::Value>,
+    id: &str,
+    tools: &[ToolSpec],
+) -> std::result::Result<(), String> {
+    let config = match lint_table {
+        Some(toml::Value::Table(t)) => axp_lint::LintConfig::from_table(t).map_err(|e| format!("[lint]: {e}"))?,
+        Some(_) => return Err("[lint] must be a table".into()),
+        None => axp_lint::LintConfig::default(),
+    };
+    let lock = axp_lint::Lockfile::default();
+    let mut refused = Vec::new();
+    for (i, spec) in tools.iter().enumerate() {
+        // Catalog-wide rules (near-duplicates) compare a tool with its siblings.
+        let mut others = axp_lint::Catalog::new();
+        others.insert(
+            id.to_string(),
+            tools.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, t)| t.clone()).collect(),
+        );
+        let found = axp_lint::registration::lint_tool_in(id, spec, &config, &lock, &others);
+        let verdict = axp_lint::Verdict::decide(found, &config);
+        if !verdict.is_publish() {
+            refused.push(format!("`{}__{}`: {}", id, spec.name, verdict.reasons_text().join("; ")));
+        }
+    }
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "refused by the registration lint (a poisoned or unusable tool description):\n  {}\nhint: `axp lint --explain RULE` says what each rule checks",
+            refused.join("\n  ")
+        ))
+    }
+}
+
+/// One mounted plugin: what it was loaded from, and the token that ends its event loop.
+struct Loaded {
+    fingerprint: String,
+    stop: CancellationToken,
+}
+
+/// The plugins a gateway serves, kept in step with `STATE_DIR/plugins.lock`.
+pub struct Plugins {
+    gw: Arc<Gateway>,
+    state_dir: PathBuf,
+    ctx: HostContext,
+    loaded: tokio::sync::Mutex<BTreeMap<String, Loaded>>,
+}
+
+fn fingerprint(p: &Installed) -> String {
+    format!("{}@{}#{}", p.id, p.version, p.sha256)
+}
+
+impl Plugins {
+    /// Mounts every installed plugin now, then watches the lockfile for changes.
+    pub async fn start(gw: Arc<Gateway>, state_dir: PathBuf, ctx: HostContext) -> Result<Arc<Self>> {
+        std::fs::create_dir_all(&state_dir).with_context(|| format!("cannot create {}", state_dir.display()))?;
+        let me = Arc::new(Self { gw, state_dir, ctx, loaded: tokio::sync::Mutex::new(BTreeMap::new()) });
+        me.sync().await;
+        me.clone().watch()?;
+        Ok(me)
+    }
+
+    /// Brings the mounted set in line with the lockfile; tells clients when anything changed.
+    pub async fn sync(&self) {
+        let mut loaded = self.loaded.lock().await;
+        let wanted = match axp_plugin_host::list(&self.state_dir) {
+            Ok(w) => w,
+            Err(e) => {
+                // A half-edited or corrupt lockfile keeps what is mounted rather than dropping it.
+                tracing::error!(error = %e, "plugins lockfile unreadable; keeping the mounted plugins");
+                return;
+            }
+        };
+        let wanted_fp: BTreeMap<String, String> = wanted.iter().map(|p| (p.id.clone(), fingerprint(p))).collect();
+        let mut changed = false;
+        let gone: Vec<String> = loaded
+            .iter()
+            .filter(|(id, l)| wanted_fp.get(*id) != Some(&l.fingerprint))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in gone {
+            if let Some(l) = loaded.remove(&id) {
+                l.stop.cancel();
+            }
+            if let Some(p) = self.gw.registry.unmount(&ProviderId(id.clone())) {
+                let _ = tokio::time::timeout(Duration::from_secs(3), p.shutdown()).await;
+            }
+            tracing::info!(plugin = %id, "plugin unmounted");
+            changed = true;
+        }
+        for entry in &wanted {
+            if loaded.contains_key(&entry.id) {
+                continue;
+            }
+            let pid = ProviderId(entry.id.clone());
+            if self.gw.registry.provider(&pid).is_some() {
+                tracing::error!(plugin = %entry.id, "plugin not mounted: a configured provider already has that name");
+                continue;
+            }
+            let provider = match axp_plugin_host::load_one(&self.state_dir, entry, &self.ctx).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::error!(plugin = %entry.id, error = %e, "installed plugin not loaded");
+                    continue;
+                }
+            };
+            let kind = match entry.kind {
+                axp_plugin_host::PluginKind::Wasm => "wasm",
+                axp_plugin_host::PluginKind::Dylib => "dylib",
+            };
+            let stop = CancellationToken::new();
+            self.mount(Mount { provider, kind, prefix: PrefixMode::Always }, stop.clone()).await;
+            loaded.insert(entry.id.clone(), Loaded { fingerprint: fingerprint(entry), stop });
+            tracing::info!(plugin = %entry.id, kind, "plugin mounted");
+            changed = true;
+        }
+        if changed {
+            self.gw.tools_changed();
+        }
+    }
+
+    /// Mounts one provider, lists (and lints) its tools before returning, and follows its
+    /// events until `stop`.
+    async fn mount(&self, m: Mount, stop: CancellationToken) {
+        let provider: DynProvider = m.provider.clone();
+        self.gw.registry.mount(m);
+        crate::commands::serve::refresh(&self.gw, &provider).await;
+        let Some(mut rx) = provider.events() else { return };
+        let gw = self.gw.clone();
+        tokio::spawn(async move {
+            let id = provider.id().clone();
+            loop {
+                let ev = tokio::select! {
+                    ev = rx.recv() => ev,
+                    () = stop.cancelled() => return,
+                };
+                match ev {
+                    Ok(ProviderEvent::Unavailable { reason }) => {
+                        // A native helper that crashed is restarted on the next call, so the
+                        // plugin stays callable; the reason is kept for describe and logs.
+                        tracing::warn!(plugin = %id, %reason, "plugin host process failed");
+                    }
+                    Ok(ProviderEvent::ToolsChanged | ProviderEvent::Available) => {
+                        crate::commands::serve::refresh(&gw, &provider).await;
+                        gw.tools_changed();
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+    }
+
+    /// Watches the state dir (not recursively) for the lockfile being replaced, and re-syncs
+    /// after changes settle. `notify` gives inotify where it can, polling where it cannot.
+    fn watch(self: Arc<Self>) -> Result<()> {
+        use notify::Watcher;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let lock_name = std::ffi::OsStr::new(axp_plugin_host::LOCK_FILE);
+        let on_event = move |ev: notify::Result<notify::Event>| {
+            if let Ok(ev) = ev
+                && ev.paths.iter().any(|p| p.file_name() == Some(lock_name))
+            {
+                let _ = tx.send(());
+            }
+        };
+        let watcher: Box<dyn notify::Watcher + Send> = match notify::recommended_watcher(on_event.clone()) {
+            Ok(mut w) => match w.watch(&self.state_dir, notify::RecursiveMode::NonRecursive) {
+                Ok(()) => Box::new(w),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch the plugins lockfile with inotify; polling every second");
+                    poll_watcher(on_event, &self.state_dir)?
+                }
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch the plugins lockfile with inotify; polling every second");
+                poll_watcher(on_event, &self.state_dir)?
+            }
+        };
+        tokio::spawn(async move {
+            // The watcher lives as long as this task.
+            let _watcher = watcher;
+            while rx.recv().await.is_some() {
+                // Let a burst of events (write, rename) settle, then read the lockfile once.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                while rx.try_recv().is_ok() {}
+                self.sync().await;
+            }
+        });
+        Ok(())
+    }
+}
+
+fn poll_watcher(on_event: impl notify::EventHandler, dir: &Path) -> Result<Box<dyn notify::Watcher + Send>> {
+    use notify::Watcher;
+    let cfg = notify::Config::default().with_poll_interval(Duration::from_secs(1)).with_compare_contents(true);
+    let mut w = notify::PollWatcher::new(on_event, cfg).context("cannot start the plugins lockfile poller")?;
+    w.watch(dir, notify::RecursiveMode::NonRecursive).context("cannot watch the state dir")?;
+    Ok(Box::new(w))
+}
