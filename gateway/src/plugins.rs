@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::fleet::PrefixMode;
 use crate::dispatch::Gateway;
+use crate::egress::Egress;
 use crate::registry::Mount;
 
 /// `[plugins]` in `axp.toml`: limits applied to every plugin call.
@@ -51,11 +52,19 @@ impl PluginSettings {
         }
     }
 
-    /// A host context with these limits and grants resolved against `workspace`.
-    pub fn host_context(&self, launcher: Arc<dyn Launcher>, workspace: &Path) -> Result<HostContext> {
+    /// A host context with these limits, grants resolved against `workspace`, and WASM HTTP
+    /// routed through the gateway's egress proxy for the plugin's `net` allowlist (native
+    /// plugins reach it through their sandbox's forwarder, like every sandboxed process).
+    pub fn host_context(
+        &self,
+        launcher: Arc<dyn Launcher>,
+        workspace: &Path,
+        egress: Arc<Egress>,
+    ) -> Result<HostContext> {
         let mut ctx = HostContext::with_limits(launcher, self.limits()).context("cannot start the plugin runtime")?;
         ctx.trusted = self.dangerously_trusted.clone();
         ctx.workspace = Some(workspace.to_path_buf());
+        ctx.egress_route = Some(Arc::new(move |net: &[String]| egress.socket_for(net)));
         Ok(ctx)
     }
 }
@@ -120,7 +129,10 @@ impl Plugins {
     pub async fn start(gw: Arc<Gateway>, state_dir: PathBuf, ctx: HostContext) -> Result<Arc<Self>> {
         std::fs::create_dir_all(&state_dir).with_context(|| format!("cannot create {}", state_dir.display()))?;
         let me = Arc::new(Self { gw, state_dir, ctx, loaded: tokio::sync::Mutex::new(BTreeMap::new()) });
-        me.sync().await;
+        // In a task: starting a plugin's egress proxy blocks in place, which only a runtime
+        // worker may do.
+        let first = me.clone();
+        tokio::spawn(async move { first.sync().await }).await.context("loading the installed plugins failed")?;
         me.clone().watch()?;
         Ok(me)
     }

@@ -49,6 +49,9 @@ pub enum InstallError {
     /// The caller's check of the plugin's tools (the gateway's registration lint) refused it.
     #[error("{0}")]
     Refused(String),
+    /// The egress proxy for the plugin's `net` grants could not be started.
+    #[error("cannot route the plugin's network access through the egress proxy: {0}")]
+    Egress(String),
     /// No installed plugin has that id.
     #[error("no installed plugin `{0}`; hint: `axp provider list` shows what is installed")]
     NotInstalled(String),
@@ -111,6 +114,10 @@ pub struct HostContext {
     /// Native plugins listed here run inside the gateway process (`trusted = true`).
     pub trusted: Vec<String>,
     pub native_timeout: Duration,
+    /// Starts (or finds) the egress proxy enforcing a `net` allowlist and returns its socket;
+    /// WASM plugins with `net` grants send every HTTP request through it. `None`: direct
+    /// connections after the host's allowlist check (library use).
+    pub egress_route: Option<EgressRoute>,
     /// The workspace that manifests' `fs` grants (workspace-relative directories) resolve
     /// against. `None`: `fs` grants are refused at load.
     pub workspace: Option<PathBuf>,
@@ -140,10 +147,14 @@ impl HostContext {
             resolve_override: Default::default(),
             trusted: Vec::new(),
             native_timeout,
+            egress_route: None,
             workspace: None,
         })
     }
 }
+
+/// See [`HostContext::egress_route`].
+pub type EgressRoute = Arc<dyn Fn(&[String]) -> Result<PathBuf, String> + Send + Sync>;
 
 /// Options of one install.
 #[derive(Debug, Clone, Default)]
@@ -275,6 +286,9 @@ async fn probe(
             let mut grants = WasmGrants::from_capabilities(&manifest.capabilities, &|n| ctx.secrets.get(n).cloned());
             grants.resolve_override = ctx.resolve_override.clone();
             grants.preopens = fs_grants(manifest, ctx.workspace.as_deref())?;
+            if let Some(route) = ctx.egress_route.as_ref().filter(|_| !manifest.capabilities.net.is_empty()) {
+                grants.egress_proxy = Some(route(&manifest.capabilities.net).map_err(InstallError::Egress)?);
+            }
             let p = WasmProvider::new(&ctx.runtime, &manifest.id, bytes, grants).await?;
             if p.info().id != manifest.id {
                 return Err(InstallError::IdMismatch { expected: manifest.id.clone(), found: p.info().id.clone() });

@@ -228,6 +228,13 @@ pub struct WasmGrants {
     /// Read-only preopened directories: (host directory, name the plugin sees). The manifest's
     /// `fs` grants, resolved inside the workspace by the installer.
     pub preopens: Vec<(std::path::PathBuf, String)>,
+    /// The egress proxy (a UNIX socket speaking HTTP absolute-form and CONNECT) every request
+    /// goes through after the host's own check: the proxy resolves the name itself, refuses
+    /// private and metadata addresses and checks TLS SNI. The gateway always sets it for a
+    /// plugin with `net` grants; without it requests connect directly (library use and tests).
+    pub egress_proxy: Option<std::path::PathBuf>,
+    /// Root certificates (DER) trusted for HTTPS in addition to the system's.
+    pub extra_roots: Vec<Vec<u8>>,
 }
 
 impl WasmGrants {
@@ -239,6 +246,8 @@ impl WasmGrants {
             secrets: caps.secrets.iter().filter_map(|n| secret_source(n).map(|v| (n.clone(), v))).collect(),
             resolve_override: HashMap::new(),
             preopens: Vec::new(),
+            egress_proxy: None,
+            extra_roots: Vec::new(),
         }
     }
 }
@@ -246,6 +255,33 @@ impl WasmGrants {
 struct Shared {
     id: String,
     grants: WasmGrants,
+    /// The TLS client configuration, built on the first HTTPS request.
+    tls: std::sync::OnceLock<Arc<rustls::ClientConfig>>,
+}
+
+impl Shared {
+    /// The system's root certificates plus the grants' extra roots, with the ring provider.
+    fn tls(&self) -> Result<Arc<rustls::ClientConfig>, HttpErrorCode> {
+        if let Some(c) = self.tls.get() {
+            return Ok(c.clone());
+        }
+        let mut roots = rustls::RootCertStore::empty();
+        let native = rustls_native_certs::load_native_certs();
+        for cert in native.certs {
+            let _ = roots.add(cert);
+        }
+        for der in &self.grants.extra_roots {
+            roots.add(rustls::pki_types::CertificateDer::from(der.clone())).map_err(|e| {
+                HttpErrorCode::InternalError(Some(format!("an extra root certificate is invalid: {e}")))
+            })?;
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| HttpErrorCode::InternalError(Some(e.to_string())))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(self.tls.get_or_init(|| Arc::new(config)).clone())
+    }
 }
 
 /// Per-call store data.
@@ -309,11 +345,19 @@ impl WasiHttpView for HostState {
             tracing::warn!(plugin = %self.shared.id, %host, port, "plugin HTTP request denied: domain not granted");
             return Err(HttpErrorCode::HttpRequestDenied.into());
         }
+        if let Some(proxy) = self.shared.grants.egress_proxy.clone() {
+            tracing::debug!(plugin = %self.shared.id, %host, port, "plugin HTTP request allowed; via the egress proxy");
+            let tls = if config.use_tls { Some(self.shared.tls()?) } else { None };
+            let handle = wasmtime_wasi::runtime::spawn(async move {
+                Ok(send_via_proxy(request, proxy, host, port, tls, config).await)
+            });
+            return Ok(HostFutureIncomingResponse::pending(handle));
+        }
         if config.use_tls {
-            // Limitation: TLS from plugins is not built yet (it should go through the egress
-            // proxy's CONNECT path); refuse clearly rather than send in clear text.
+            // Without a proxy (library use), TLS is not offered: refuse rather than send in
+            // clear text.
             return Err(HttpErrorCode::InternalError(Some(
-                "HTTPS from WASM plugins is not supported by this host yet".into(),
+                "HTTPS from WASM plugins needs the egress proxy (the gateway provides it)".into(),
             ))
             .into());
         }
@@ -325,26 +369,96 @@ impl WasiHttpView for HostState {
             .map(|a| SocketAddr::new(a.ip(), port).to_string())
             .unwrap_or_else(|| format!("{host}:{port}"));
         tracing::debug!(plugin = %self.shared.id, %host, port, "plugin HTTP request allowed");
-        let handle = wasmtime_wasi::runtime::spawn(async move { Ok(send_plain(request, target, config).await) });
+        let handle = wasmtime_wasi::runtime::spawn(async move {
+            let tcp = tokio::time::timeout(config.connect_timeout, tokio::net::TcpStream::connect(&target))
+                .await
+                .map_err(|_| HttpErrorCode::ConnectionTimeout)
+                .and_then(|r| r.map_err(|_| HttpErrorCode::ConnectionRefused));
+            Ok(match tcp {
+                Ok(tcp) => send_on(request, tcp, config, true).await,
+                Err(e) => Err(e),
+            })
+        });
         Ok(HostFutureIncomingResponse::pending(handle))
     }
 }
 
-/// Sends one plain-HTTP/1.1 request to `target` (an address, already allowed). Follows
-/// wasmtime-wasi-http's default sender, minus TLS and plus the resolver override.
-async fn send_plain(
-    mut request: hyper::Request<HyperOutgoingBody>,
-    target: String,
+/// Sends one request through the egress proxy: plain HTTP in absolute form, HTTPS as a
+/// `CONNECT host:port` tunnel with TLS (SNI = the host) inside it.
+async fn send_via_proxy(
+    request: hyper::Request<HyperOutgoingBody>,
+    proxy: std::path::PathBuf,
+    host: String,
+    port: u16,
+    tls: Option<Arc<rustls::ClientConfig>>,
     config: OutgoingRequestConfig,
 ) -> Result<IncomingResponse, HttpErrorCode> {
-    use http_body_util::BodyExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::time::timeout;
-    let tcp = timeout(config.connect_timeout, tokio::net::TcpStream::connect(&target))
+    let mut stream = timeout(config.connect_timeout, tokio::net::UnixStream::connect(&proxy))
         .await
         .map_err(|_| HttpErrorCode::ConnectionTimeout)?
-        .map_err(|_| HttpErrorCode::ConnectionRefused)?;
+        .map_err(|e| {
+            tracing::warn!(proxy = %proxy.display(), "cannot reach the egress proxy: {e}");
+            HttpErrorCode::ConnectionRefused
+        })?;
+    let Some(tls) = tls else {
+        // Absolute form: the proxy reads the host from the request line and checks it.
+        return send_on(request, stream, config, false).await;
+    };
+    let authority = format!("{host}:{port}");
+    stream
+        .write_all(format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes())
+        .await
+        .map_err(|_| HttpErrorCode::ConnectionTerminated)?;
+    // Read the proxy's answer head byte by byte: nothing of the tunnel may be consumed.
+    let mut head = Vec::new();
+    let read_head = async {
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+            if stream.read(&mut b).await? == 0 {
+                break;
+            }
+            head.push(b[0]);
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    timeout(config.connect_timeout, read_head)
+        .await
+        .map_err(|_| HttpErrorCode::ConnectionTimeout)?
+        .map_err(|_| HttpErrorCode::ConnectionTerminated)?;
+    let status_line = String::from_utf8_lossy(head.split(|b| *b == b'\n').next().unwrap_or_default()).into_owned();
+    if status_line.split_whitespace().nth(1) != Some("200") {
+        tracing::warn!(%host, port, answer = %status_line.trim(), "the egress proxy refused the tunnel");
+        return Err(HttpErrorCode::HttpRequestDenied);
+    }
+    let name =
+        rustls::pki_types::ServerName::try_from(host.clone()).map_err(|_| HttpErrorCode::HttpRequestUriInvalid)?;
+    let tls_stream = timeout(config.connect_timeout, tokio_rustls::TlsConnector::from(tls).connect(name, stream))
+        .await
+        .map_err(|_| HttpErrorCode::ConnectionTimeout)?
+        .map_err(|e| {
+            tracing::warn!(%host, "TLS handshake failed: {e}");
+            HttpErrorCode::TlsProtocolError
+        })?;
+    send_on(request, tls_stream, config, true).await
+}
+
+/// Sends one HTTP/1.1 request on an open connection. `origin_form`: the request line carries
+/// only the path (direct and tunnelled connections); otherwise the absolute URI (to a proxy).
+async fn send_on<S>(
+    mut request: hyper::Request<HyperOutgoingBody>,
+    io: S,
+    config: OutgoingRequestConfig,
+    origin_form: bool,
+) -> Result<IncomingResponse, HttpErrorCode>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    use http_body_util::BodyExt;
+    use tokio::time::timeout;
     let (mut sender, conn) =
-        timeout(config.connect_timeout, hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)))
+        timeout(config.connect_timeout, hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io)))
             .await
             .map_err(|_| HttpErrorCode::ConnectionTimeout)?
             .map_err(wasmtime_wasi_http::hyper_request_error)?;
@@ -353,15 +467,16 @@ async fn send_plain(
             tracing::debug!("plugin HTTP connection ended: {e}");
         }
     });
-    // The request line carries only the path; the Host header keeps the name.
     let authority = request.uri().authority().map(|a| a.to_string());
-    let path = request.uri().path_and_query().map_or("/".to_string(), |p| p.as_str().to_string());
-    *request.uri_mut() = path.parse().map_err(|_| HttpErrorCode::HttpRequestUriInvalid)?;
     if let Some(a) = authority
         && !request.headers().contains_key(http::header::HOST)
         && let Ok(v) = http::HeaderValue::from_str(&a)
     {
         request.headers_mut().insert(http::header::HOST, v);
+    }
+    if origin_form {
+        let path = request.uri().path_and_query().map_or("/".to_string(), |p| p.as_str().to_string());
+        *request.uri_mut() = path.parse().map_err(|_| HttpErrorCode::HttpRequestUriInvalid)?;
     }
     let resp = timeout(config.first_byte_timeout, sender.send_request(request))
         .await
@@ -425,7 +540,11 @@ impl WasmPlugin {
         let component = runtime.compile(bytes)?;
         let pre = runtime.inner.linker.instantiate_pre(&component).map_err(WasmError::Link)?;
         let pre = bindings::AxpProviderPre::new(pre).map_err(WasmError::Link)?;
-        Ok(Self { runtime: runtime.clone(), pre, shared: Arc::new(Shared { id: id.to_string(), grants }) })
+        Ok(Self {
+            runtime: runtime.clone(),
+            pre,
+            shared: Arc::new(Shared { id: id.to_string(), grants, tls: Default::default() }),
+        })
     }
 
     fn store(&self) -> Result<Store<HostState>, String> {

@@ -133,7 +133,7 @@ pub fn run(args: ProviderArgs) -> Result<i32> {
 
 fn add(a: AddArgs, state_dir: PathBuf, settings: &Settings) -> Result<i32> {
     let egress = Arc::new(Egress::new(state_dir.join("egress")));
-    let (_, sandboxed) = crate::sandboxing::kernel_lsm(&settings.sandbox.extra_read, egress);
+    let (_, sandboxed) = crate::sandboxing::kernel_lsm(&settings.sandbox.extra_read, egress.clone());
     let launcher: Arc<dyn Launcher> = match sandboxed {
         Some(l) => l,
         None if a.dangerously_unsandboxed => Arc::new(axp_providers::DirectLauncher),
@@ -144,7 +144,7 @@ fn add(a: AddArgs, state_dir: PathBuf, settings: &Settings) -> Result<i32> {
         Some(w) => w,
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let ctx = settings.plugins.host_context(launcher, &workspace)?;
+    let ctx = settings.plugins.host_context(launcher, &workspace, egress)?;
     let opts = InstallOptions { expected_sha256: a.sha256, pubkey: a.pubkey };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

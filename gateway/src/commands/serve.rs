@@ -209,7 +209,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         watch_provider(gateway.clone(), m);
     }
     // Installed plugins (`axp provider add`), kept in step with the lockfile while serving.
-    let plugin_ctx = settings.plugins.host_context(launcher.clone(), &workspace)?;
+    let plugin_ctx = settings.plugins.host_context(launcher.clone(), &workspace, egress.clone())?;
     crate::plugins::Plugins::start(gateway.clone(), state_dir.clone(), plugin_ctx).await?;
     // Give providers a moment to list their tools so the first index is complete; slow ones
     // join later and announce themselves through list_changed.

@@ -295,3 +295,39 @@ fn bad_plugins_are_refused_at_install_with_the_reason() {
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed, json!([]), "{listed}");
 }
+
+#[tokio::test]
+async fn wasm_http_goes_through_the_egress_proxy_with_the_manifest_allowlist() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let out = provider(&state, &["add", dist("hello").to_str().unwrap()]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let gw = gateway().arg("--no-builtin").state(&state).start();
+    let mut c = Rpc::new(&gw.url);
+    // Not in the manifest's `net`: refused by the host before any connection.
+    let r =
+        c.ok("tools/call", json!({"name": "hello__fetch", "arguments": {"url": "http://evil.example.test/"}})).await;
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(call_text(&r).contains("HttpRequestDenied"), "{r}");
+    // Granted (`api.example.test`): sent to the gateway's egress proxy, which resolves the name
+    // itself (it does not exist here, so the call fails) and records the attempt.
+    let r = c.ok("tools/call", json!({"name": "hello__fetch", "arguments": {"url": "http://api.example.test/"}})).await;
+    let audit: String = std::fs::read_dir(state.join("egress"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert!(audit.contains("api.example.test"), "the request went through the egress proxy: {audit} / {r}");
+    assert!(!audit.contains("evil.example.test"), "{audit}");
+    // HTTPS takes the same path (a CONNECT tunnel).
+    let _ =
+        c.ok("tools/call", json!({"name": "hello__fetch", "arguments": {"url": "https://api.example.test/"}})).await;
+    let audit: String = std::fs::read_dir(state.join("egress"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert!(audit.contains("CONNECT") || audit.matches("api.example.test").count() >= 2, "{audit}");
+}

@@ -51,6 +51,7 @@ pub(super) fn ctx() -> HostContext {
         resolve_override: Default::default(),
         trusted: vec![],
         native_timeout: Duration::from_secs(10),
+        egress_route: None,
         workspace: None,
     }
 }

@@ -155,3 +155,22 @@ async fn over_reaching_manifest_is_refused() {
     assert!(msg.contains("net `*`") && msg.contains("fs `/etc`"), "{msg}");
     assert!(!state.path().join("plugins").exists());
 }
+
+#[test]
+fn fs_grants_resolve_inside_the_workspace_and_links_out_are_refused() {
+    use axp_plugin_host::{Manifest, fs_grants};
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("data/sub")).unwrap();
+    std::os::unix::fs::symlink("/etc", ws.path().join("escape")).unwrap();
+    let mut m = Manifest::load(&dist("hello").join("axp-plugin.toml")).unwrap();
+    m.capabilities.fs = vec!["data/sub/".into()];
+    let got = fs_grants(&m, Some(ws.path())).unwrap();
+    assert_eq!(got, vec![(ws.path().canonicalize().unwrap().join("data/sub"), "data/sub".to_string())]);
+    m.capabilities.fs = vec!["escape".into()];
+    let err = fs_grants(&m, Some(ws.path())).unwrap_err().to_string();
+    assert!(err.contains("escape") && err.contains("not a directory inside the workspace"), "{err}");
+    m.capabilities.fs = vec!["missing".into()];
+    assert!(fs_grants(&m, Some(ws.path())).unwrap_err().to_string().contains("missing"));
+    m.capabilities.fs = vec!["data".into()];
+    assert!(fs_grants(&m, None).unwrap_err().to_string().contains("need a workspace"));
+}

@@ -146,3 +146,63 @@ async fn cancellation_drops_the_instance() {
     assert!(matches!(err, ProviderError::Cancelled), "{err}");
     assert!(t.elapsed() < Duration::from_millis(400), "{:?}", t.elapsed());
 }
+
+/// A real `axp-egress-proxy` on a UNIX socket allowing `allow`; with `waive_loopback` it may
+/// reach 127.0.0.0/8 (which it refuses by default, like every private address).
+async fn egress_proxy(dir: &std::path::Path, allow: &str, waive_loopback: bool) -> std::path::PathBuf {
+    use axp_egress_proxy::{Policy, Proxy, ProxyConfig};
+    let sock = dir.join("proxy.sock");
+    let cfg = ProxyConfig {
+        listen_unix: vec![sock.clone()],
+        policy: Policy {
+            allow: vec![allow.parse().unwrap()],
+            dangerously_allow_private: if waive_loopback { vec!["127.0.0.0/8".parse().unwrap()] } else { vec![] },
+            ..Policy::default()
+        },
+        audit: Some(dir.join("audit.jsonl")),
+        ..ProxyConfig::default()
+    };
+    let proxy = Proxy::bind(cfg).await.unwrap();
+    tokio::spawn(proxy.run(std::future::pending::<()>()));
+    sock
+}
+
+#[tokio::test]
+async fn http_goes_through_the_egress_proxy_and_its_policy() {
+    let (port, mut seen) = http_server().await;
+    let target = format!("127.0.0.1:{port}");
+    let url = format!("http://{target}/via-proxy");
+
+    // The proxy allows it: the request reaches the upstream through the proxy.
+    let open = tempfile::tempdir().unwrap();
+    let grants = WasmGrants {
+        net: vec![target.clone()],
+        egress_proxy: Some(egress_proxy(open.path(), &target, true).await),
+        ..Default::default()
+    };
+    let p = provider("hello", grants).await;
+    let out = call(&p, "fetch", json!({"url": url})).await.unwrap();
+    assert!(!out.is_error, "{out:?}");
+    assert_eq!(out.structured_content.unwrap()["body"], "hello from the test server");
+    assert_eq!(seen.recv().await.unwrap(), target);
+    let audit = std::fs::read_to_string(open.path().join("audit.jsonl")).unwrap();
+    assert!(audit.contains(&port.to_string()), "the proxy saw and recorded it: {audit}");
+
+    // Same grant in the host, but the proxy's own checks refuse loopback: nothing goes around
+    // the proxy, for plain HTTP or for HTTPS (CONNECT).
+    let strict = tempfile::tempdir().unwrap();
+    let grants = WasmGrants {
+        net: vec![target.clone()],
+        egress_proxy: Some(egress_proxy(strict.path(), &target, false).await),
+        ..Default::default()
+    };
+    let p = provider("hello", grants).await;
+    let out = call(&p, "fetch", json!({"url": url})).await.unwrap();
+    let v = out.structured_content.clone().unwrap_or_default();
+    assert!(out.is_error || v["status"] == 403, "{out:?}");
+    let out = call(&p, "fetch", json!({"url": format!("https://{target}/x")})).await.unwrap();
+    assert!(out.is_error && out.joined_text().contains("HttpRequestDenied"), "{out:?}");
+    assert!(seen.try_recv().is_err(), "a request refused by the proxy reached the server");
+    let audit = std::fs::read_to_string(strict.path().join("audit.jsonl")).unwrap();
+    assert!(audit.contains("deny"), "{audit}");
+}
