@@ -5,7 +5,7 @@
 //! stops it. This module runs jobs and answers job queries; it does not check capabilities
 //! (the dispatcher does, before it calls in).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -36,10 +36,17 @@ pub enum Work {
     },
 }
 
-/// A running job's handles. Dropped when the job ends.
+/// A running job's handles. Kept a little after the job ends (see [`FINISHED_KEPT`]) so the
+/// last readers of a just-finished job are still served from memory.
 struct Live {
     /// The next seq to be written; watchers wake on every append.
     next_seq: watch::Sender<u64>,
+    /// The job's latest events, already durable in its log: attaching near the head (every
+    /// `tools/call` waiting for its result, every streaming client) reads them from here
+    /// instead of from disk. Appends go through this lock, so it is always in seq order.
+    recent: Mutex<Recent>,
+    /// Set once the exit event is in the log and the job's end is recorded.
+    finished: std::sync::atomic::AtomicBool,
     cancel: CancellationToken,
     stdin: Mutex<Option<mpsc::Sender<Option<Vec<u8>>>>>,
     pid: Mutex<Option<u32>>,
@@ -49,6 +56,41 @@ struct Live {
 impl Live {
     fn stop_reason(&self) -> &'static str {
         if self.timed_out.load(std::sync::atomic::Ordering::SeqCst) { "timeout" } else { "cancel" }
+    }
+
+    /// Events from `from_seq` if memory still holds all of them, else `None` (read the log).
+    fn read_recent(&self, from_seq: u64, limit: usize) -> Option<Vec<JobEvent>> {
+        let recent = lock(&self.recent);
+        let first = recent.events.front().map_or(*self.next_seq.borrow(), |e| e.seq);
+        if from_seq < first {
+            return None;
+        }
+        Some(recent.events.iter().filter(|e| e.seq >= from_seq).take(limit).cloned().collect())
+    }
+}
+
+/// The bounded tail of a job's events held in memory (see [`Live::recent`]).
+#[derive(Default)]
+struct Recent {
+    events: VecDeque<JobEvent>,
+    bytes: usize,
+}
+
+/// Recently finished jobs, oldest first.
+type Finished = VecDeque<(String, Arc<Live>)>;
+
+/// At most this many events…
+const RECENT_EVENTS: usize = 256;
+/// …and about this many bytes of output per job are held in memory; older events are read back
+/// from the log.
+const RECENT_BYTES: usize = 1024 * 1024;
+/// How many finished jobs keep their in-memory tail for late readers.
+const FINISHED_KEPT: usize = 256;
+
+fn event_bytes(e: &JobEvent) -> usize {
+    match &e.kind {
+        JobEventKind::Stdout { data } | JobEventKind::Stderr { data } => data.len() + 64,
+        _ => 256,
     }
 }
 
@@ -61,9 +103,19 @@ struct LogSink {
 
 impl EventSink for LogSink {
     fn emit(&self, event: JobEventKind) {
+        let mut recent = lock(&self.live.recent);
         match self.log.append(event) {
             Ok(ev) => {
-                self.live.next_seq.send_replace(ev.seq + 1);
+                let next = ev.seq + 1;
+                recent.bytes += event_bytes(&ev);
+                recent.events.push_back(ev);
+                while recent.events.len() > RECENT_EVENTS || (recent.bytes > RECENT_BYTES && recent.events.len() > 1) {
+                    if let Some(old) = recent.events.pop_front() {
+                        recent.bytes -= event_bytes(&old);
+                    }
+                }
+                drop(recent);
+                self.live.next_seq.send_replace(next);
             }
             // The log is the source of truth; if it cannot be written the event cannot be
             // promised to anyone, so it is dropped loudly rather than sent undurably.
@@ -78,6 +130,8 @@ impl EventSink for LogSink {
 pub struct Jobs {
     store: Store,
     live: Arc<Mutex<HashMap<String, Arc<Live>>>>,
+    /// The last [`FINISHED_KEPT`] jobs to end, oldest first, with their in-memory tails.
+    finished: Arc<Mutex<Finished>>,
     metrics: Arc<crate::metrics::Metrics>,
 }
 
@@ -93,7 +147,7 @@ const MAX_ATTACH_BATCH: usize = 1000;
 
 impl Jobs {
     pub fn new(store: Store, metrics: Arc<crate::metrics::Metrics>) -> Self {
-        Self { store, live: Arc::default(), metrics }
+        Self { store, live: Arc::default(), finished: Arc::default(), metrics }
     }
 
     pub fn store(&self) -> &Store {
@@ -141,6 +195,8 @@ impl Jobs {
         };
         let live = Arc::new(Live {
             next_seq: tx,
+            recent: Mutex::default(),
+            finished: std::sync::atomic::AtomicBool::new(false),
             cancel: CancellationToken::new(),
             stdin: Mutex::new(stdin_tx),
             pid: Mutex::new(None),
@@ -189,8 +245,23 @@ impl Jobs {
                 tracing::error!(job = job_id, error = %e, "cannot record the job's end");
             }
         }
-        lock(&self.live).remove(job_id);
+        if let Some(live) = lock(&self.live).remove(job_id) {
+            live.finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            let mut finished = lock(&self.finished);
+            if finished.len() >= FINISHED_KEPT {
+                finished.pop_front();
+            }
+            finished.push_back((job_id.to_string(), live));
+        }
         self.metrics.jobs_running.add(-1);
+    }
+
+    /// A running or recently finished job's in-memory handle.
+    fn handle(&self, job_id: &str) -> Option<Arc<Live>> {
+        if let Some(l) = lock(&self.live).get(job_id) {
+            return Some(l.clone());
+        }
+        lock(&self.finished).iter().rev().find(|(id, _)| id == job_id).map(|(_, l)| l.clone())
     }
 
     /// Looks a job up and checks it belongs to `session_id`.
@@ -207,7 +278,7 @@ impl Jobs {
 
     /// The next seq this job will write (its log length).
     pub fn next_seq(&self, job_id: &str) -> u64 {
-        if let Some(l) = lock(&self.live).get(job_id) {
+        if let Some(l) = self.handle(job_id) {
             return *l.next_seq.borrow();
         }
         self.store.log_reader(job_id).and_then(|mut l| l.next_seq()).unwrap_or(0)
@@ -222,21 +293,36 @@ impl Jobs {
         limit: usize,
     ) -> Result<AttachBatch, RpcError> {
         let limit = limit.clamp(1, MAX_ATTACH_BATCH);
-        let mut events = self.read(&job.id, from_seq, limit).await?;
+        let handle = self.handle(&job.id);
+        let mut events = self.read(handle.as_deref(), &job.id, from_seq, limit).await?;
         if events.is_empty() && !wait.is_zero() {
             let rx = lock(&self.live).get(&job.id).map(|l| l.next_seq.subscribe());
             if let Some(mut rx) = rx {
                 let _ = tokio::time::timeout(wait, rx.wait_for(|n| *n > from_seq)).await;
-                events = self.read(&job.id, from_seq, limit).await?;
+                events = self.read(handle.as_deref(), &job.id, from_seq, limit).await?;
             }
         }
         let next_seq = events.last().map_or(from_seq, |e| e.seq + 1);
         let done = events.iter().any(|e| matches!(e.kind, JobEventKind::Exit { .. }))
-            || (!self.is_live(&job.id) && next_seq >= self.next_seq(&job.id) && self.is_terminal(&job.id));
+            || match &handle {
+                Some(l) if l.finished.load(std::sync::atomic::Ordering::SeqCst) => next_seq >= *l.next_seq.borrow(),
+                Some(_) => false,
+                None => !self.is_live(&job.id) && next_seq >= self.next_seq(&job.id) && self.is_terminal(&job.id),
+            };
         Ok(AttachBatch { events, next_seq, done })
     }
 
-    async fn read(&self, job_id: &str, from_seq: u64, limit: usize) -> Result<Vec<JobEvent>, RpcError> {
+    /// Events from `from_seq`: from the job's in-memory tail when it holds them, else the log.
+    async fn read(
+        &self,
+        handle: Option<&Live>,
+        job_id: &str,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<JobEvent>, RpcError> {
+        if let Some(events) = handle.and_then(|l| l.read_recent(from_seq, limit)) {
+            return Ok(events);
+        }
         let store = self.store.clone();
         let id = job_id.to_string();
         tokio::task::spawn_blocking(move || store.read_log(&id, from_seq, limit))

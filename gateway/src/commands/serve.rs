@@ -64,6 +64,34 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
+/// Folds every egress attempt into the hash-chained audit log (kind `net.attempt`) and the
+/// gateway's metrics. A record that cannot be written is logged: the attempt was already decided
+/// by the proxy, and its own audit file still has it.
+fn egress_observer(audit: AuditLog, metrics: Arc<Metrics>) -> axp_egress_proxy::Observer {
+    axp_egress_proxy::Observer(Arc::new(move |r: &axp_egress_proxy::AuditRecord| {
+        if r.decision == "allow" {
+            metrics.egress_allowed.inc()
+        } else {
+            metrics.egress_denied.inc()
+        }
+        let detail = serde_json::json!({
+            "decision": r.decision,
+            "reason": r.reason,
+            "detail": r.detail,
+            "proto": r.proto,
+            "target": r.target,
+            "requested": r.requested,
+            "addr": r.addr,
+            "bytes_up": r.bytes_up,
+            "bytes_down": r.bytes_down,
+            "duration_ms": r.duration_ms,
+        });
+        if let Err(e) = audit.append(axp_audit::Kind::NetAttempt, None, "egress-proxy", detail) {
+            tracing::error!(error = %e, "cannot write an egress attempt to the audit log");
+        }
+    }))
+}
+
 async fn shutdown(gw: &Gateway) {
     let stops =
         gw.registry.providers().into_iter().filter_map(|(id, ..)| gw.registry.provider(&id)).map(|p| async move {
@@ -72,6 +100,10 @@ async fn shutdown(gw: &Gateway) {
     futures::future::join_all(stops).await;
     let store = gw.jobs.store().clone();
     let _ = tokio::task::spawn_blocking(move || store.sync_all()).await;
+    let audit = gw.audit.clone();
+    if let Ok(Err(e)) = tokio::task::spawn_blocking(move || audit.sync()).await {
+        tracing::error!(error = %e, "cannot make the audit log's last records durable");
+    }
 }
 
 async fn shutdown_signal() {
@@ -139,7 +171,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         bail!("the configuration has problems:\n{}", problems.join("\n"));
     }
 
-    let egress = Arc::new(Egress::new(state_dir.join("egress")));
+    let egress_options = settings.egress.options().map_err(|e| anyhow::anyhow!("invalid `[egress]` setting: {e}"))?;
+    let egress = Arc::new(Egress::with_options(state_dir.join("egress"), egress_options));
     let tiers = Arc::new(decide_tiers(args, &settings, egress.clone())?);
     let default_profile =
         vec!["tool(*)".to_string(), "proc.spawn".to_string(), format!("fs.write({})", workspace.display())];
@@ -185,7 +218,10 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     let revocations = state_dir.join(axp_caps::REVOCATIONS_FILE_NAME);
     verifier.load_revocations(&revocations).context("cannot load the token revocation list")?;
     let auth = Auth { minter: axp_caps::Minter::new(key), verifier, revocations };
-    let audit = AuditLog::open(&state_dir.join("audit")).context("cannot open the audit log")?;
+    let durability = settings.audit.durability().map_err(|e| anyhow::anyhow!("invalid `[audit]` setting: {e}"))?;
+    let audit_options = axp_audit::Options { durability, ..axp_audit::Options::default() };
+    let audit = AuditLog::open_with(&state_dir.join("audit"), audit_options).context("cannot open the audit log")?;
+    egress.set_observer(egress_observer(audit.clone(), metrics.clone()));
     let sessions = Sessions::new(store.clone(), profile, tiers.clone(), auth);
     let jobs = Jobs::new(store, metrics.clone());
     let options = Options {
