@@ -40,6 +40,14 @@ pub struct Prepared {
 
 pub async fn run(args: ServeArgs) -> Result<()> {
     let prepared = prepare(&args).await?;
+    if args.stdio && !prepared.gateway.guard.approvals.is_empty() {
+        bail!(
+            "tools that need approval cannot be served over stdio: an operator approves over the gateway's HTTP endpoint (`axp approve`)\nhint: serve over HTTP (--listen), or remove `approval = \"required\"` / [approval]"
+        );
+    }
+    if !args.stdio && !prepared.gateway.guard.operators.configured() {
+        crate::guard::require_loopback(&prepared.listen).await?;
+    }
     for w in &prepared.warnings {
         tracing::warn!("{w}");
     }
@@ -187,13 +195,24 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     let auth = Auth { minter: axp_caps::Minter::new(key), verifier, revocations };
     let audit = AuditLog::open(&state_dir.join("audit")).context("cannot open the audit log")?;
     let sessions = Sessions::new(store.clone(), profile, tiers.clone(), auth);
-    let jobs = Jobs::new(store, metrics.clone());
+    let quotas = Arc::new(crate::quotas::Quotas::new(settings.quotas.clone()));
+    let jobs = Jobs::new(store, metrics.clone()).with_quotas(quotas.clone());
+    let parked = jobs.adopt_parked().map_err(|e| anyhow::anyhow!("{}", e.reason()))?;
+    if parked > 0 {
+        tracing::warn!(parked, "jobs are awaiting operator approval (`axp approve JOB` / `axp deny JOB`)");
+    }
+    let guard = crate::guard::Guard {
+        operators: crate::operators::Operators::build(&settings.operators, &state_dir, &ProcessEnv)?,
+        approvals: crate::guard::approvals_from(&settings, &fleet),
+        quotas,
+    };
     let options = Options {
         inline_tools_max: settings.serve.inline_tools_max.unwrap_or(DEFAULT_INLINE_MAX),
         extra_read: settings.sandbox.extra_read.clone(),
     };
     let admission = crate::admission::Admission::load(settings.lint.as_ref(), &state_dir.join("axp.lock"))?;
-    let gateway = Arc::new(Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission));
+    let gateway =
+        Arc::new(Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission).with_guard(guard));
 
     let launcher = provider_launcher(&tiers)?;
     let nothing_configured = fleet.servers.is_empty()

@@ -32,6 +32,13 @@ pub struct Settings {
     pub skill_dirs: Vec<PathBuf>,
     /// Passed to the lint crate, which validates it.
     pub lint: Option<toml::Value>,
+    /// Operator credentials and their ceilings (see `config/policy.rs`).
+    #[serde(default)]
+    pub operators: Vec<super::policy::OperatorSettings>,
+    #[serde(default)]
+    pub approval: super::policy::ApprovalSettings,
+    #[serde(default)]
+    pub quotas: super::policy::QuotaSettings,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -83,6 +90,8 @@ pub struct CliToolSettings {
     pub timeout_s: Option<u64>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// `"required"`: every call waits for an operator's approval.
+    pub approval: Option<super::policy::Approval>,
 }
 
 impl CliToolSettings {
