@@ -242,7 +242,7 @@ impl Gateway {
             }
             "job.start" => self.job_start(&p, ctx).await,
             "job.approve" | "job.deny" | "job.pending" | "cap.revoke" => {
-                crate::guard::call(self, &req.method, &p, ctx).await
+                crate::guard::call(self, &req.method, &p).await
             }
             "job.attach" => {
                 let s = self.session(&p, ctx)?;

@@ -8,8 +8,8 @@
 //!   even its own.
 //! * `cap.revoke {envelope}` — params `{token_id}` or `{cap_token}`: that token and every token
 //!   attenuated from it fail from the next request on; durable across restarts.
-//! * `job.pending` — the jobs awaiting approval, for an authenticated operator (bearer token,
-//!   or the local operator in zero-config mode).
+//! * `job.pending {envelope}` — the jobs awaiting approval across sessions, with their
+//!   arguments (an operator's read, so it is signed too).
 //!
 //! A parked job keeps `{tool, arguments, workspace, timeout_s}` in its stored spec, so it can be
 //! approved after a gateway restart; its job log's first event is the request itself.
@@ -24,9 +24,9 @@ use axp_protocol::{ErrorCode, RpcError};
 use axp_store::JobRecord;
 use serde_json::{Map, Value, json};
 
-use crate::dispatch::{Ctx, Gateway};
+use crate::dispatch::Gateway;
 use crate::jobs::Work;
-use crate::operators::{Operators, operator_required};
+use crate::operators::Operators;
 use crate::quotas::Quotas;
 use crate::registry::unknown_tool;
 use crate::session::Session;
@@ -84,24 +84,7 @@ pub fn park(
 }
 
 /// `job.approve`, `job.deny`, `cap.revoke`, `job.pending`.
-pub async fn call(gw: &Gateway, method: &str, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
-    if method == "job.pending" {
-        let op = ctx.operator.clone().ok_or_else(|| operator_required("listing pending approvals"))?;
-        let jobs = gw
-            .jobs
-            .store()
-            .jobs_in_state(JobState::AwaitingApproval)
-            .map_err(|e| internal("listing parked jobs", e))?;
-        let list: Vec<Value> = jobs
-            .iter()
-            .map(|j| {
-                json!({"job_id": j.id, "session_id": j.session_id, "tool": j.spec.get("tool"),
-                       "arguments": j.spec.get("arguments"), "created_ms": j.created_ms})
-            })
-            .collect();
-        tracing::debug!(operator = %op.name, "listed pending approvals");
-        return Ok(json!({"jobs": list}));
-    }
+pub async fn call(gw: &Gateway, method: &str, p: &Value) -> Result<Value, RpcError> {
     let raw = p.get("envelope").ok_or_else(|| {
         RpcError::new(
             ErrorCode::Unauthorized,
@@ -110,11 +93,28 @@ pub async fn call(gw: &Gateway, method: &str, p: &Value, ctx: &Ctx) -> Result<Va
     })?;
     let (operator, params) = gw.guard.operators.open_envelope(raw, method, now_ms())?;
     match method {
+        "job.pending" => pending(gw, &operator),
         "cap.revoke" => revoke(gw, &operator, &params).await,
         "job.approve" => approve(gw, &operator, &params).await,
         "job.deny" => deny(gw, &operator, &params).await,
         other => Err(RpcError::method_not_found(other)),
     }
+}
+
+/// Lists every session's parked jobs with their arguments, so it is an operator's read: it takes
+/// an envelope like the decisions, never a session token.
+fn pending(gw: &Gateway, operator: &str) -> Result<Value, RpcError> {
+    let jobs =
+        gw.jobs.store().jobs_in_state(JobState::AwaitingApproval).map_err(|e| internal("listing parked jobs", e))?;
+    let list: Vec<Value> = jobs
+        .iter()
+        .map(|j| {
+            json!({"job_id": j.id, "session_id": j.session_id, "tool": j.spec.get("tool"),
+                   "arguments": j.spec.get("arguments"), "created_ms": j.created_ms})
+        })
+        .collect();
+    tracing::debug!(%operator, "listed pending approvals");
+    Ok(json!({"jobs": list}))
 }
 
 fn job_id(params: &Value) -> Result<String, RpcError> {

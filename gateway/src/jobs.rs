@@ -116,6 +116,8 @@ pub struct Jobs {
     live: Arc<Mutex<HashMap<String, Arc<Live>>>>,
     metrics: Arc<crate::metrics::Metrics>,
     quotas: Arc<crate::quotas::Quotas>,
+    /// Audits files written by jobs (`writes.rs`), when set.
+    writes: Option<Arc<crate::writes::Writes>>,
 }
 
 /// What `job.attach` returns to a non-streaming client.
@@ -130,7 +132,13 @@ const MAX_ATTACH_BATCH: usize = 1000;
 
 impl Jobs {
     pub fn new(store: Store, metrics: Arc<crate::metrics::Metrics>) -> Self {
-        Self { store, live: Arc::default(), metrics, quotas: Arc::default() }
+        Self { store, live: Arc::default(), metrics, quotas: Arc::default(), writes: None }
+    }
+
+    /// Records the files every job writes in the audit log (`writes.rs`).
+    pub fn with_writes(mut self, writes: Arc<crate::writes::Writes>) -> Self {
+        self.writes = Some(writes);
+        self
     }
 
     /// Applies per-session output quotas to every job started from now on.
@@ -208,7 +216,15 @@ impl Jobs {
         let sink = Arc::new(LogSink { log, live: live.clone(), job_id: id.to_string(), meter });
         let this = self.clone();
         let job_id = id.to_string();
+        let roots = self.writes.as_ref().map(|w| w.roots(&work)).unwrap_or_default();
         tokio::spawn(async move {
+            let before = if roots.is_empty() {
+                Vec::new()
+            } else {
+                tokio::task::spawn_blocking(move || roots.iter().map(|r| crate::writes::Snapshot::take(r)).collect())
+                    .await
+                    .unwrap_or_default()
+            };
             let cancel = live.cancel.clone();
             if let Some(t) = timeout {
                 let c = cancel.clone();
@@ -231,6 +247,10 @@ impl Jobs {
                     run_command(spec, launcher, sink.clone(), live.clone(), stdin_rx, cancel).await
                 }
             };
+            if let (Some(w), false) = (this.writes.clone(), before.is_empty()) {
+                let (id, session) = (job_id.clone(), live.session_id.clone());
+                let _ = tokio::task::spawn_blocking(move || w.record(&id, &session, &before)).await;
+            }
             this.finish(&job_id, &sink, exit);
         });
     }

@@ -28,6 +28,7 @@ mod signature;
 mod stdio;
 mod tiers;
 mod util;
+mod writes;
 
 use std::process::ExitCode;
 

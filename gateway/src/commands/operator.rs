@@ -25,8 +25,8 @@ pub struct OperatorClient {
     /// The gateway's state dir, where its `local` key is [default: $XDG_STATE_HOME/axp].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// An operator bearer token, sent as `Authorization: Bearer` (needed by `pending` when
-    /// operators are configured).
+    /// An operator bearer token, sent as `Authorization: Bearer` (only needed when a proxy in
+    /// front of the gateway asks for one; envelopes authenticate these commands).
     #[arg(long, env = "AXP_OPERATOR_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 }
@@ -157,7 +157,7 @@ pub async fn revoke(a: RevokeArgs) -> Result<i32> {
 }
 
 pub async fn pending(a: PendingArgs) -> Result<i32> {
-    let r = send(&a.client, "job.pending", json!({})).await?;
+    let r = signed(&a.client, "job.pending", json!({})).await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(0);

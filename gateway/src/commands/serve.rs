@@ -193,10 +193,14 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     let revocations = state_dir.join(axp_caps::REVOCATIONS_FILE_NAME);
     verifier.load_revocations(&revocations).context("cannot load the token revocation list")?;
     let auth = Auth { minter: axp_caps::Minter::new(key), verifier, revocations };
-    let audit = AuditLog::open(&state_dir.join("audit")).context("cannot open the audit log")?;
     let sessions = Sessions::new(store.clone(), profile, tiers.clone(), auth);
     let quotas = Arc::new(crate::quotas::Quotas::new(settings.quotas.clone()));
-    let jobs = Jobs::new(store, metrics.clone()).with_quotas(quotas.clone());
+    let audit = AuditLog::open(&state_dir.join("audit")).context("cannot open the audit log")?;
+    let write_tools: Vec<String> = std::iter::once("files__run_command".to_string())
+        .chain(settings.cli.iter().map(|c| format!("{}__*", c.provider)))
+        .collect();
+    let writes = Arc::new(crate::writes::Writes::new(audit.clone(), write_tools));
+    let jobs = Jobs::new(store, metrics.clone()).with_quotas(quotas.clone()).with_writes(writes);
     let parked = jobs.adopt_parked().map_err(|e| anyhow::anyhow!("{}", e.reason()))?;
     if parked > 0 {
         tracing::warn!(parked, "jobs are awaiting operator approval (`axp approve JOB` / `axp deny JOB`)");

@@ -66,6 +66,7 @@ async fn every_method_without_its_grant_is_denied_and_audited() {
         (vec![tools.into()], "job.approve", json!({"job_id": "j_x"}), -32001, None),
         (vec![tools.into()], "job.deny", json!({"job_id": "j_x"}), -32001, None),
         (vec![tools.into()], "cap.revoke", json!({"token_id": "x"}), -32001, None),
+        (vec![tools.into()], "job.pending", json!({}), -32001, None),
     ];
     let mut denials = 0;
     for (grants, method, mut params, code, missing) in matrix {

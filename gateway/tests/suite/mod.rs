@@ -15,6 +15,7 @@ pub mod operators;
 pub mod quotas;
 pub mod sessions;
 pub mod skills;
+pub mod writes;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
