@@ -521,7 +521,7 @@ impl Gateway {
         }
         self.registry.validate(&resolved.entry, &Value::Object(arguments.clone()))?;
         self.guard.quotas.admit(&s.id, self.jobs.live_count(&s.id))?;
-        if self.guard.approvals.required(name, resolved.entry.provider.as_str()) {
+        if self.guard.approvals.required(name, resolved.entry.provider.as_str(), &resolved.entry.spec) {
             return crate::guard::park(self, s, name, arguments, idempotency_key, timeout, spec);
         }
         let (job, _) = self.jobs.start(

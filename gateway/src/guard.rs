@@ -40,15 +40,20 @@ pub struct Approvals {
     /// Providers whose every tool needs approval (`"approval": "required"` on an MCP server, or
     /// on a `[[cli.tools]]` entry, recorded as `provider__tool` glob).
     pub providers: HashSet<String>,
+    /// Tools annotated `destructiveHint: true` need approval (`[approval] destructive = true`).
+    pub destructive: bool,
 }
 
 impl Approvals {
-    pub fn required(&self, tool: &str, provider: &str) -> bool {
-        self.providers.contains(provider) || self.globs.iter().any(|g| axp_protocol::capability::glob_matches(g, tool))
+    /// Whether a call of `tool` (index name) from `provider`, described by `spec`, must wait.
+    pub fn required(&self, tool: &str, provider: &str, spec: &axp_protocol::ToolSpec) -> bool {
+        self.providers.contains(provider)
+            || self.globs.iter().any(|g| axp_protocol::capability::glob_matches(g, tool))
+            || (self.destructive && spec.annotation("destructiveHint") == Some(true))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.globs.is_empty() && self.providers.is_empty()
+        self.globs.is_empty() && self.providers.is_empty() && !self.destructive
     }
 }
 
@@ -223,7 +228,11 @@ async fn revoke(gw: &Gateway, operator: &str, params: &Value) -> Result<Value, R
 /// `"approval": "required"` and `[[cli.tools]]` with `approval = "required"`.
 pub fn approvals_from(settings: &crate::config::settings::Settings, fleet: &crate::config::fleet::Fleet) -> Approvals {
     use crate::config::policy::Approval;
-    let mut a = Approvals { globs: settings.approval.required.clone(), providers: HashSet::new() };
+    let mut a = Approvals {
+        globs: settings.approval.required.clone(),
+        providers: HashSet::new(),
+        destructive: settings.approval.destructive,
+    };
     for s in fleet.servers.iter().filter(|s| s.approval_required) {
         a.providers.insert(s.name.clone());
     }
@@ -248,4 +257,31 @@ pub async fn require_loopback(listen: &str) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn which_calls_need_approval() {
+        let mut spec = axp_protocol::ToolSpec {
+            annotations: Some(json!({"destructiveHint": true})),
+            ..axp_protocol::ToolSpec::new("rm", "Remove a file.", json!({"type": "object"}))
+        };
+        let a = Approvals {
+            globs: vec!["git__push*".into()],
+            providers: ["github".to_string()].into_iter().collect(),
+            destructive: false,
+        };
+        assert!(a.required("git__push_tags", "git", &spec));
+        assert!(a.required("github__list", "github", &spec));
+        assert!(!a.required("fs__rm", "fs", &spec), "destructiveHint only counts when the operator says so");
+        let a = Approvals { destructive: true, ..a };
+        assert!(a.required("fs__rm", "fs", &spec));
+        spec.annotations = Some(json!({"destructiveHint": false}));
+        assert!(!a.required("fs__rm", "fs", &spec));
+        spec.annotations = None;
+        assert!(!a.required("fs__rm", "fs", &spec), "an absent hint is not a yes");
+    }
 }

@@ -33,6 +33,9 @@ pub struct ApprovalSettings {
     /// Index-name globs, e.g. `["files__run_command", "github__delete_*"]`.
     #[serde(default)]
     pub required: Vec<String>,
+    /// Also every tool whose MCP annotations say `destructiveHint: true` (explicitly).
+    #[serde(default)]
+    pub destructive: bool,
 }
 
 /// `[quotas]`: per-session limits; absent means unlimited.

@@ -209,3 +209,39 @@ async fn an_mcp_tools_call_waits_for_approval_and_revocation_is_durable() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"operator\":\"local\""));
 }
+
+#[tokio::test]
+async fn an_mcp_server_marked_approval_required_waits_and_axp_deny_fails_the_call() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let fleet = write_fleet(tmp.path(), json!({}));
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&fleet).unwrap()).unwrap();
+    doc["mcpServers"]["time"]["approval"] = json!("required");
+    std::fs::write(&fleet, doc.to_string()).unwrap();
+    let gw = gateway().state(&state).fleet(&fleet).start();
+    let mut agent = Rpc::open(&gw.url, json!({"capabilities": ["tool(*)"]})).await;
+    // everything's tools run at once; time's wait.
+    agent.ok("tools/call", json!({"name": "everything__echo", "arguments": {"message": "hi"}})).await;
+    let job = agent.ok("job.start", json!({"tool": "time__get_current_time", "arguments": {"timezone": "UTC"}})).await;
+    assert_eq!(job["state"], "awaiting_approval");
+    let job = job["job_id"].as_str().unwrap();
+    let (code, out) = cli(&["deny", job, "--reason", "not during the freeze"], &gw.url, &state);
+    assert_eq!(code, 0, "{out}");
+    let exit = exit_of(&agent.events(job, 0).await);
+    assert_eq!(exit["error"]["code"], -32009, "{exit}");
+    assert!(exit["error"]["data"]["reason"].as_str().unwrap().contains("not during the freeze"), "{exit}");
+
+    // A typo in the setting is an error naming the valid values, not a silently unguarded server.
+    doc["mcpServers"]["time"]["approval"] = json!("requird");
+    std::fs::write(&fleet, doc.to_string()).unwrap();
+    let out = Command::new(axp())
+        .args(["serve", "--listen", "127.0.0.1:0", "--mcp-config"])
+        .arg(&fleet)
+        .arg("--state-dir")
+        .arg(tmp.path().join("state2"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("requird") && err.contains("required"), "{err}");
+}
