@@ -245,3 +245,54 @@ async fn an_mcp_server_marked_approval_required_waits_and_axp_deny_fails_the_cal
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("requird") && err.contains("required"), "{err}");
 }
+
+#[tokio::test]
+async fn a_configured_operator_signs_with_its_own_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (state, ws) = (tmp.path().join("state"), tmp.path().join("ws"));
+    std::fs::create_dir_all(&ws).unwrap();
+    let key_file = tmp.path().join("alice.key");
+    let out = Command::new(axp()).args(["operator", "keygen", "--out"]).arg(&key_file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let public = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let again = Command::new(axp()).args(["operator", "keygen", "--out"]).arg(&key_file).output().unwrap();
+    assert!(!again.status.success(), "keygen never overwrites a key");
+    let (token, hash) = super::operators::new_operator_token();
+    let config = tmp.path().join("axp.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[approval]\nrequired = [\"files__run_command\"]\n[[operators]]\nname = \"alice\"\ntoken_sha256 = \"{hash}\"\npublic_key = \"{public}\"\ncapabilities = [\"tool(files__*)\"]\n"
+        ),
+    )
+    .unwrap();
+    let gw = start(&state, &ws, &config);
+    let mut op = Rpc::new(&gw.url);
+    op.bearer = Some(token);
+    let r = op.ok("session.open", json!({})).await;
+    let mut agent = Rpc::new(&gw.url);
+    agent.session = Some((r["session_id"].as_str().unwrap().into(), r["cap_token"].as_str().unwrap().into()));
+    let job = agent.ok("job.start", json!({"tool": "files__run_command", "arguments": {"argv": ["touch", "a"]}})).await;
+    let job = job["job_id"].as_str().unwrap();
+    // Alice's key signing as someone else does not verify.
+    let text = std::fs::read_to_string(&key_file).unwrap();
+    let alice = Ed25519KeyPair::from_pkcs8(&b64().decode(text.trim()).unwrap()).unwrap();
+    let spoof = envelope(&alice, "local", "job.approve", json!({"job_id": job}), "spoofed-nonce-00000001");
+    assert_eq!(agent.err("job.approve", json!({"envelope": spoof})).await.0, -32001);
+    let out = Command::new(axp())
+        .args(["approve", job, "--key"])
+        .arg(&key_file)
+        .args(["--operator", "alice", "--url", &gw.url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(exit_of(&agent.events(job, 0).await)["state"], "exited");
+    assert!(ws.join("a").exists());
+    drop(gw);
+    let out = Command::new(axp())
+        .args(["audit", "tail", "--json", "--kind", "approval", "--state-dir"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"operator\":\"alice\""));
+}
