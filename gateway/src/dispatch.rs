@@ -520,7 +520,7 @@ impl Gateway {
             ));
         }
         self.registry.validate(&resolved.entry, &Value::Object(arguments.clone()))?;
-        self.guard.quotas.admit(&s.id, self.jobs.live_count(&s.id))?;
+        self.guard.quotas.admit(&s.id, || self.jobs.live_count(&s.id))?;
         if self.guard.approvals.required(name, resolved.entry.provider.as_str(), &resolved.entry.spec) {
             return crate::guard::park(self, s, name, arguments, idempotency_key, timeout, spec);
         }
@@ -586,7 +586,7 @@ impl Gateway {
         if !s.caps.allows_spawn() {
             return Err(denied("proc.spawn", "start a command"));
         }
-        self.guard.quotas.admit(&s.id, self.jobs.live_count(&s.id))?;
+        self.guard.quotas.admit(&s.id, || self.jobs.live_count(&s.id))?;
         let argv = match command {
             CommandSpec::Argv(v) if !v.is_empty() => v.clone(),
             CommandSpec::Argv(_) => {

@@ -55,9 +55,11 @@ impl Quotas {
         self.usage.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Admits one tool call or job start of `session`, with `live_jobs` already live; counts it.
-    pub fn admit(&self, session: &str, live_jobs: usize) -> Result<(), RpcError> {
+    /// Admits one tool call or job start of `session` (`live_jobs` counts its live jobs, asked
+    /// only when that quota is set); counts it.
+    pub fn admit(&self, session: &str, live_jobs: impl FnOnce() -> usize) -> Result<(), RpcError> {
         if let Some(max) = self.limits.concurrent_jobs
+            && let live_jobs = live_jobs()
             && live_jobs >= max as usize
         {
             return Err(exceeded(
@@ -131,15 +133,15 @@ mod tests {
             concurrent_jobs: Some(1),
             job_output_bytes: Some(10),
         });
-        assert!(q.admit("s", 0).is_ok());
-        assert!(q.admit("s", 0).is_ok());
-        let e = q.admit("s", 0).unwrap_err();
+        assert!(q.admit("s", || 0).is_ok());
+        assert!(q.admit("s", || 0).is_ok());
+        let e = q.admit("s", || 0).unwrap_err();
         assert_eq!(e.data.as_ref().unwrap()["limit"], "calls_per_minute");
-        assert!(q.admit("t", 0).is_ok(), "quotas are per session");
-        assert_eq!(q.admit("t", 1).unwrap_err().data.unwrap()["limit"], "concurrent_jobs");
+        assert!(q.admit("t", || 0).is_ok(), "quotas are per session");
+        assert_eq!(q.admit("t", || 1).unwrap_err().data.unwrap()["limit"], "concurrent_jobs");
         let m = q.output_meter("u").unwrap();
         assert!(m.add(10));
         assert!(!m.add(1));
-        assert_eq!(q.admit("u", 0).unwrap_err().data.unwrap()["limit"], "job_output_bytes");
+        assert_eq!(q.admit("u", || 0).unwrap_err().data.unwrap()["limit"], "job_output_bytes");
     }
 }
