@@ -71,22 +71,23 @@ fn host_allowed(gw: &Gateway, headers: &HeaderMap) -> bool {
     let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
         return true;
     };
-    let name = if host.starts_with('[') {
-        host.split(']').next().map(|h| format!("{h}]")).unwrap_or_default()
-    } else {
-        host.split(':').next().unwrap_or("").to_string()
-    };
-    matches!(name.to_ascii_lowercase().as_str(), "localhost" | "127.0.0.1" | "[::1]")
+    is_loopback_authority(host)
 }
 
-/// DNS-rebinding protection the MCP spec asks of local servers: a browser page from another
-/// origin must not drive the gateway. Requests without `Origin` (non-browser clients) pass.
-fn origin_allowed(headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
-        return true;
+/// `localhost` or a loopback IP literal, with or without a port (`[::1]:7878`).
+fn is_loopback_authority(authority: &str) -> bool {
+    let name = if authority.starts_with('[') {
+        authority.split(']').next().map(|h| format!("{h}]")).unwrap_or_default()
+    } else {
+        authority.split(':').next().unwrap_or("").to_string()
     };
-    let host = origin.split("://").nth(1).unwrap_or("").split(['/', ':']).next().unwrap_or("");
-    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+    let name = name.to_ascii_lowercase();
+    name == "localhost"
+        || name
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn json_response(status: StatusCode, body: &impl serde::Serialize, session: Option<String>) -> HttpResponse {

@@ -159,6 +159,7 @@ async fn foreign_origins_and_rebound_hosts_get_403() {
     assert_eq!(send(None, None).await.unwrap().status(), 200);
     assert_eq!(send(Some("http://localhost:5173"), None).await.unwrap().status(), 200);
     assert_eq!(send(Some("http://127.0.0.1"), None).await.unwrap().status(), 200);
+    assert_eq!(send(Some("http://[::1]:8080"), None).await.unwrap().status(), 200);
     for evil in ["https://evil.example", "http://localhost.evil.example", "null", "http://127.0.0.1.nip.io"] {
         let resp = send(Some(evil), None).await.unwrap();
         assert_eq!(resp.status(), 403, "Origin {evil}");
@@ -169,6 +170,9 @@ async fn foreign_origins_and_rebound_hosts_get_403() {
     let port = gw.base.rsplit(':').next().unwrap();
     assert_eq!(send(None, Some(&format!("evil.example:{port}"))).await.unwrap().status(), 403);
     assert_eq!(send(None, Some(&format!("localhost:{port}"))).await.unwrap().status(), 200);
+    assert_eq!(send(None, Some(&format!("127.0.0.2:{port}"))).await.unwrap().status(), 200);
+    assert_eq!(send(None, Some(&format!("[::1]:{port}"))).await.unwrap().status(), 200);
+    assert_eq!(send(None, Some(&format!("10.0.0.1:{port}"))).await.unwrap().status(), 403);
     // The GET stream and DELETE are checked the same way.
     let r = http.get(&gw.url).header("Origin", "https://evil.example").send().await.unwrap();
     assert_eq!(r.status(), 403);
