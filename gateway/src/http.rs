@@ -74,6 +74,16 @@ fn host_allowed(gw: &Gateway, headers: &HeaderMap) -> bool {
     is_loopback_authority(host)
 }
 
+/// DNS-rebinding protection the MCP spec asks of local servers: a browser page from another
+/// origin must not drive the gateway. Requests without `Origin` (non-browser clients) pass.
+fn origin_allowed(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let authority = origin.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("");
+    is_loopback_authority(authority)
+}
+
 /// `localhost` or a loopback IP literal, with or without a port (`[::1]:7878`).
 fn is_loopback_authority(authority: &str) -> bool {
     let name = if authority.starts_with('[') {
