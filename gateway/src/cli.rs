@@ -135,6 +135,9 @@ pub struct ClientArgs {
     /// Print raw JSON.
     #[arg(long)]
     pub json: bool,
+    /// An operator bearer token for opening the session (when the gateway has [[operators]]).
+    #[arg(long = "operator-token", env = "AXP_OPERATOR_TOKEN", hide_env_values = true)]
+    pub operator_token: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -339,7 +339,7 @@ pub fn unauthorized(reason: impl Into<String>) -> RpcError {
 /// The error for a request that needs an operator and came without one.
 pub fn operator_required(what: &str) -> RpcError {
     unauthorized(format!(
-        "{what} needs an operator credential: send `Authorization: Bearer <operator token>` (see [[operators]] in axp.toml)"
+        "{what} needs an operator credential: send `Authorization: Bearer <operator token>` (see [[operators]] in axp.toml; the axp CLI reads --operator-token or AXP_OPERATOR_TOKEN)"
     ))
 }
 

@@ -227,3 +227,42 @@ fn typos_in_operator_approval_and_quota_settings_are_located() {
         assert!(err.contains(want), "{want} missing from:\n{err}");
     }
 }
+
+#[test]
+fn the_cli_opens_its_session_with_the_operator_token() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (token, hash) = new_operator_token();
+    let config = tmp.path().join("axp.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[operators]]\nname = \"me\"\ntoken_sha256 = \"{hash}\"\ncapabilities = [\"tool(files__list_files)\"]\n"
+        ),
+    )
+    .unwrap();
+    let gw = gateway().arg("--config").arg(config.to_string_lossy()).start();
+    let run = |token: Option<&str>| {
+        let mut c = Command::new(axp());
+        c.args(["index", "--url", &gw.url])
+            .env("XDG_STATE_HOME", tmp.path().join("xdg"))
+            .env_remove("AXP_OPERATOR_TOKEN");
+        if let Some(t) = token {
+            c.env("AXP_OPERATOR_TOKEN", t);
+        }
+        c.output().unwrap()
+    };
+    let out = run(None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("AXP_OPERATOR_TOKEN"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(Some(&token));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains("files__list_files") && !listed.contains("files__run_command"),
+        "the ceiling applies: {listed}"
+    );
+}
