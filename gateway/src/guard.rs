@@ -159,12 +159,7 @@ async fn approve(gw: &Gateway, operator: &str, params: &Value) -> Result<Value, 
     };
     if let Some(why) = gone {
         let err = RpcError::new(ErrorCode::UnknownSession, format!("job `{id}` cannot run: {why}"));
-        gw.audit(
-            Kind::Approval,
-            Some(&job.session_id),
-            json!({"job_id": id, "decision": "failed", "operator": operator, "reason": why}),
-        )
-        .await?;
+        decided(gw, &job, json!({"job_id": id, "decision": "failed", "operator": operator, "reason": why})).await?;
         gw.jobs.fail_parked(&id, JobState::Failed, err.clone())?;
         return Err(err);
     }
@@ -179,9 +174,9 @@ async fn approve(gw: &Gateway, operator: &str, params: &Value) -> Result<Value, 
         ));
     }
     gw.registry.validate(&resolved.entry, &Value::Object(arguments.clone()))?;
-    gw.audit(
-        Kind::Approval,
-        Some(&job.session_id),
+    decided(
+        gw,
+        &job,
         json!({"job_id": id, "decision": "approved", "operator": operator, "tool": tool,
                "args_sha256": digest_json(&Value::Object(arguments.clone()))}),
     )
@@ -192,13 +187,25 @@ async fn approve(gw: &Gateway, operator: &str, params: &Value) -> Result<Value, 
     Ok(json!({"job_id": id, "state": "running", "approved_by": operator}))
 }
 
+/// Claims the parked job's decision, then records it durably; only then may the caller act on
+/// it. A concurrent decision loses the claim (and records nothing); a record that cannot be
+/// written gives the claim back.
+async fn decided(gw: &Gateway, job: &JobRecord, detail: Value) -> Result<(), RpcError> {
+    gw.jobs.claim_parked(&job.id)?;
+    if let Err(e) = gw.audit(Kind::Approval, Some(&job.session_id), detail).await {
+        gw.jobs.release_parked(&job.id);
+        return Err(e);
+    }
+    Ok(())
+}
+
 async fn deny(gw: &Gateway, operator: &str, params: &Value) -> Result<Value, RpcError> {
     let id = job_id(params)?;
     let job = parked_job(gw, &id)?;
     let reason = params.get("reason").and_then(Value::as_str).unwrap_or("no reason given").to_string();
-    gw.audit(
-        Kind::Approval,
-        Some(&job.session_id),
+    decided(
+        gw,
+        &job,
         json!({"job_id": id, "decision": "denied", "operator": operator, "reason": reason, "tool": job.spec.get("tool")}),
     )
     .await?;

@@ -308,15 +308,31 @@ impl Jobs {
         Ok(parked.len())
     }
 
-    /// Takes the decision on a parked job: `true` for the first caller only.
-    fn take_parked(&self, job_id: &str) -> Option<Arc<Live>> {
-        let live = lock(&self.live).get(job_id).cloned()?;
-        live.parked.swap(false, std::sync::atomic::Ordering::SeqCst).then_some(live)
+    /// Claims the decision on a parked job: succeeds for the first caller only (approve, deny
+    /// and cancel race through here), who must then [`Jobs::resume`], [`Jobs::fail_parked`] or
+    /// [`Jobs::release_parked`] it.
+    pub fn claim_parked(&self, job_id: &str) -> Result<(), RpcError> {
+        let live = lock(&self.live).get(job_id).cloned();
+        match live {
+            Some(l) if l.parked.swap(false, std::sync::atomic::Ordering::SeqCst) => Ok(()),
+            _ => Err(not_parked(job_id)),
+        }
     }
 
-    /// Starts a parked job's work (its approval). Fails if it is not parked any more.
+    /// Gives a claimed job back (its decision could not be recorded).
+    pub fn release_parked(&self, job_id: &str) {
+        if let Some(l) = lock(&self.live).get(job_id) {
+            l.parked.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn claimed_live(&self, job_id: &str) -> Result<Arc<Live>, RpcError> {
+        lock(&self.live).get(job_id).cloned().ok_or_else(|| not_parked(job_id))
+    }
+
+    /// Starts a claimed parked job's work (its approval).
     pub fn resume(&self, job: &JobRecord, work: Work, timeout: Option<Duration>) -> Result<(), RpcError> {
-        let live = self.take_parked(&job.id).ok_or_else(|| not_parked(&job.id))?;
+        let live = self.claimed_live(&job.id)?;
         if let Err(e) = self.store.set_job_state(&job.id, JobState::Running, None, None, None, None) {
             live.parked.store(true, std::sync::atomic::Ordering::SeqCst);
             return Err(internal("recording an approval", e));
@@ -326,9 +342,9 @@ impl Jobs {
         Ok(())
     }
 
-    /// Ends a parked job without running it (denied, cancelled, or impossible to run).
+    /// Ends a claimed parked job without running it (denied, cancelled, or impossible to run).
     pub fn fail_parked(&self, job_id: &str, state: JobState, error: RpcError) -> Result<(), RpcError> {
-        let live = self.take_parked(job_id).ok_or_else(|| not_parked(job_id))?;
+        let live = self.claimed_live(job_id)?;
         let log = self.store.log(job_id).map_err(|e| internal("opening a job log", e))?;
         let sink = LogSink { log, live, job_id: job_id.to_string(), meter: None };
         self.metrics.jobs_running.add(1);
@@ -421,6 +437,9 @@ impl Jobs {
     pub fn cancel(&self, job_id: &str) -> bool {
         let parked = lock(&self.live).get(job_id).is_some_and(|l| l.parked.load(std::sync::atomic::Ordering::SeqCst));
         if parked {
+            if self.claim_parked(job_id).is_err() {
+                return false;
+            }
             return self
                 .fail_parked(
                     job_id,

@@ -231,6 +231,28 @@ async fn an_mcp_server_marked_approval_required_waits_and_axp_deny_fails_the_cal
     assert_eq!(exit["error"]["code"], -32009, "{exit}");
     assert!(exit["error"]["data"]["reason"].as_str().unwrap().contains("not during the freeze"), "{exit}");
 
+    // Racing decisions: of an approve and a deny sent at once, exactly one wins, and only the
+    // winner is in the audit log.
+    let raced =
+        agent.ok("job.start", json!({"tool": "time__get_current_time", "arguments": {"timezone": "UTC"}})).await;
+    let raced = raced["job_id"].as_str().unwrap().to_string();
+    let key = local_key(&state);
+    let approve = envelope(&key, "local", "job.approve", json!({"job_id": raced}), "race-approve-nonce-0001");
+    let deny = envelope(&key, "local", "job.deny", json!({"job_id": raced}), "race-deny-nonce-0000001");
+    let (mut a, mut d) = (Rpc::new(&gw.url), Rpc::new(&gw.url));
+    let (ra, rd) =
+        tokio::join!(a.raw("job.approve", json!({"envelope": approve})), d.raw("job.deny", json!({"envelope": deny})));
+    assert_eq!([&ra, &rd].iter().filter(|r| r.get("result").is_some()).count(), 1, "{ra}\n{rd}");
+    agent.events(&raced, 0).await;
+    drop(gw);
+    let out = Command::new(axp())
+        .args(["audit", "tail", "--json", "--kind", "approval", "--state-dir"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    let records = String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(&raced)).count();
+    assert_eq!(records, 1, "only the winning decision is recorded");
+
     // A typo in the setting is an error naming the valid values, not a silently unguarded server.
     doc["mcpServers"]["time"]["approval"] = json!("requird");
     std::fs::write(&fleet, doc.to_string()).unwrap();
