@@ -124,6 +124,20 @@ impl Gateway {
         let op = ctx.operator.clone().ok_or_else(|| crate::operators::operator_required("opening a session"))?;
         op.check_tier(params.sandbox_tier, self.sessions.tiers().default)?;
         let r = self.sessions.open_as(params, id_is_bearer, op.ceiling.as_ref().map(|c| (op.name.as_str(), c)))?;
+        if id_is_bearer {
+            // Sessions opened implicitly (MCP `initialize`, stateless requests) are audited here,
+            // synchronously: these paths are not async, and an open is rare (once per client).
+            let detail = json!({
+                "workspace": r.workspace, "tier": r.granted_tier, "capabilities": r.capabilities,
+                "via": "mcp", "operator": op.name,
+            });
+            let append = || self.audit.append(Kind::SessionOpen, Some(&r.session_id), "gateway", detail);
+            let written = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(append),
+                _ => append(),
+            };
+            written.map_err(|e| crate::util::internal("writing the audit log", e))?;
+        }
         Ok(r)
     }
 

@@ -112,6 +112,7 @@ capabilities = ["tool(*)", "proc.spawn"]
         .unwrap();
     let out = String::from_utf8_lossy(&out.stdout);
     assert!(out.contains("\"operator\":\"ci\"") && out.contains("\"operator\":\"admin\""), "{out}");
+    assert!(out.contains("\"via\":\"mcp\""), "MCP initialize opens are audited too: {out}");
 }
 
 #[test]
