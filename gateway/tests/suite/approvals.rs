@@ -318,3 +318,25 @@ async fn a_configured_operator_signs_with_its_own_key() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"operator\":\"alice\""));
 }
+
+#[test]
+fn approval_required_tools_are_refused_on_a_stdio_only_gateway() {
+    // Over stdio the peer is the agent host and no operator could reach the gateway to decide,
+    // so a parked call would wait forever: refuse to start instead.
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("axp.toml");
+    std::fs::write(&config, "[approval]\nrequired = [\"files__run_command\"]\n").unwrap();
+    let out = Command::new(axp())
+        .args(["serve", "--stdio", "--config"])
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(tmp.path().join("state"))
+        .arg("--workspace")
+        .arg(tmp.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot be served over stdio"), "{err}");
+}
