@@ -54,6 +54,9 @@ pub struct Ctx {
     pub push: Option<mpsc::UnboundedSender<Push>>,
     /// Set when the request opened a session (the transport returns it as `Mcp-Session-Id`).
     pub opened: Mutex<Option<String>>,
+    /// The operator the transport authenticated (`Authorization: Bearer`, or the local one);
+    /// `None` when operators are configured and the request carries no credential.
+    pub operator: Option<Arc<crate::operators::Operator>>,
 }
 
 impl Ctx {
@@ -75,6 +78,8 @@ pub struct Gateway {
     pub admission: crate::admission::Admission,
     /// MCP request ids of running `tools/call`s, so `notifications/cancelled` finds their job.
     inflight: Mutex<HashMap<(String, String), String>>,
+    /// Operators, approvals and quotas (`guard.rs`).
+    pub guard: crate::guard::Guard,
 }
 
 const META_TOOLS: [&str; 3] = ["axp_index", "axp_describe", "axp_call"];
@@ -100,7 +105,40 @@ impl Gateway {
             audit,
             admission,
             inflight: Mutex::new(HashMap::new()),
+            guard: crate::guard::Guard::default(),
         }
+    }
+
+    pub fn with_guard(mut self, guard: crate::guard::Guard) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    /// Opens a session for the request's operator, within that operator's ceiling and tiers.
+    fn open_for(
+        &self,
+        ctx: &Ctx,
+        params: SessionOpenParams,
+        id_is_bearer: bool,
+    ) -> Result<axp_protocol::methods::SessionOpenResult, RpcError> {
+        let op = ctx.operator.clone().ok_or_else(|| crate::operators::operator_required("opening a session"))?;
+        op.check_tier(params.sandbox_tier, self.sessions.tiers().default)?;
+        let r = self.sessions.open_as(params, id_is_bearer, op.ceiling.as_ref().map(|c| (op.name.as_str(), c)))?;
+        if id_is_bearer {
+            // Sessions opened implicitly (MCP `initialize`, stateless requests) are audited here,
+            // synchronously: these paths are not async, and an open is rare (once per client).
+            let detail = json!({
+                "workspace": r.workspace, "tier": r.granted_tier, "capabilities": r.capabilities,
+                "via": "mcp", "operator": op.name,
+            });
+            let append = || self.audit.append(Kind::SessionOpen, Some(&r.session_id), "gateway", detail);
+            let written = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(append),
+                _ => append(),
+            };
+            written.map_err(|e| crate::util::internal("writing the audit log", e))?;
+        }
+        Ok(r)
     }
 
     /// Tells every connected client that the tool list changed.
@@ -158,10 +196,11 @@ impl Gateway {
             "tools/call" => self.tools_call(&req.id, &p, ctx).await,
             "session.open" => {
                 let params: SessionOpenParams = params(&p)?;
-                let r = self.sessions.open(params, false)?;
+                let r = self.open_for(ctx, params, false)?;
                 self.metrics.sessions_opened.inc();
                 self.audit(Kind::SessionOpen, Some(&r.session_id), json!({
-                    "workspace": r.workspace, "tier": r.granted_tier, "capabilities": r.capabilities, "via": "session.open"
+                    "workspace": r.workspace, "tier": r.granted_tier, "capabilities": r.capabilities, "via": "session.open",
+                    "operator": ctx.operator.as_ref().map(|o| o.name.clone()),
                 }))
                 .await?;
                 *ctx.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.session_id.clone());
@@ -216,6 +255,9 @@ impl Gateway {
                 self.describe(&s, &params.name)
             }
             "job.start" => self.job_start(&p, ctx).await,
+            "job.approve" | "job.deny" | "job.pending" | "cap.revoke" => {
+                crate::guard::call(self, &req.method, &p).await
+            }
             "job.attach" => {
                 let s = self.session(&p, ctx)?;
                 let a: JobAttachParams = params(&p)?;
@@ -297,7 +339,7 @@ impl Gateway {
             return self.session(p, ctx);
         }
         let params = SessionOpenParams { workspace: None, sandbox_tier: None, capabilities: None, ttl_s: Some(600) };
-        let r = self.sessions.open(params, true)?;
+        let r = self.open_for(ctx, params, true)?;
         *ctx.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.session_id.clone());
         self.sessions.authenticate(Some(&r.session_id), Some(&r.cap_token))
     }
@@ -311,7 +353,7 @@ impl Gateway {
             Some(s) => s,
             None => {
                 let params = SessionOpenParams { workspace: None, sandbox_tier: None, capabilities: None, ttl_s: None };
-                let r = self.sessions.open(params, true)?;
+                let r = self.open_for(ctx, params, true)?;
                 self.metrics.sessions_opened.inc();
                 *ctx.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.session_id.clone());
                 self.sessions.authenticate(Some(&r.session_id), Some(&r.cap_token))?
@@ -492,6 +534,10 @@ impl Gateway {
             ));
         }
         self.registry.validate(&resolved.entry, &Value::Object(arguments.clone()))?;
+        self.guard.quotas.admit(&s.id, || self.jobs.live_count(&s.id))?;
+        if self.guard.approvals.required(name, resolved.entry.provider.as_str(), &resolved.entry.spec) {
+            return crate::guard::park(self, s, name, arguments, idempotency_key, timeout, spec);
+        }
         let (job, _) = self.jobs.start(
             &s.id,
             "tool",
@@ -554,6 +600,7 @@ impl Gateway {
         if !s.caps.allows_spawn() {
             return Err(denied("proc.spawn", "start a command"));
         }
+        self.guard.quotas.admit(&s.id, || self.jobs.live_count(&s.id))?;
         let argv = match command {
             CommandSpec::Argv(v) if !v.is_empty() => v.clone(),
             CommandSpec::Argv(_) => {

@@ -51,11 +51,40 @@ struct Live {
     stdin: Mutex<Option<mpsc::Sender<Option<Vec<u8>>>>>,
     pid: Mutex<Option<u32>>,
     timed_out: std::sync::atomic::AtomicBool,
+    /// The session the job belongs to (per-session quotas count live jobs).
+    session_id: String,
+    /// Set while the job waits for an operator (`awaiting_approval`); whoever clears it first
+    /// (approve, deny, cancel) decides the job.
+    parked: std::sync::atomic::AtomicBool,
+    /// Set when the session's output quota stopped the job.
+    over_quota: std::sync::atomic::AtomicBool,
 }
 
 impl Live {
+    fn new(session_id: &str, stdin: Option<mpsc::Sender<Option<Vec<u8>>>>, parked: bool) -> Self {
+        let (tx, _) = watch::channel(0u64);
+        Live {
+            next_seq: tx,
+            recent: Mutex::default(),
+            finished: std::sync::atomic::AtomicBool::new(false),
+            cancel: CancellationToken::new(),
+            stdin: Mutex::new(stdin),
+            pid: Mutex::new(None),
+            timed_out: std::sync::atomic::AtomicBool::new(false),
+            session_id: session_id.to_string(),
+            parked: std::sync::atomic::AtomicBool::new(parked),
+            over_quota: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
     fn stop_reason(&self) -> &'static str {
-        if self.timed_out.load(std::sync::atomic::Ordering::SeqCst) { "timeout" } else { "cancel" }
+        if self.over_quota.load(std::sync::atomic::Ordering::SeqCst) {
+            "quota"
+        } else if self.timed_out.load(std::sync::atomic::Ordering::SeqCst) {
+            "timeout"
+        } else {
+            "cancel"
+        }
     }
 
     /// Events from `from_seq` if memory still holds all of them, else `None` (read the log).
@@ -99,10 +128,19 @@ struct LogSink {
     log: JobLog,
     live: Arc<Live>,
     job_id: String,
+    /// The session's output quota, when one is configured.
+    meter: Option<Arc<crate::quotas::OutputMeter>>,
 }
 
 impl EventSink for LogSink {
     fn emit(&self, event: JobEventKind) {
+        if let (Some(m), JobEventKind::Stdout { data } | JobEventKind::Stderr { data }) = (&self.meter, &event)
+            && !m.add(data.len() as u64)
+        {
+            // Over the session's output quota: stop the job (the log keeps what it wrote).
+            self.live.over_quota.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.live.cancel.cancel();
+        }
         let mut recent = lock(&self.live.recent);
         match self.log.append(event) {
             Ok(ev) => {
@@ -133,6 +171,9 @@ pub struct Jobs {
     /// The last [`FINISHED_KEPT`] jobs to end, oldest first, with their in-memory tails.
     finished: Arc<Mutex<Finished>>,
     metrics: Arc<crate::metrics::Metrics>,
+    quotas: Arc<crate::quotas::Quotas>,
+    /// Audits files written by jobs (`writes.rs`), when set.
+    writes: Option<Arc<crate::writes::Writes>>,
 }
 
 /// What `job.attach` returns to a non-streaming client.
@@ -147,7 +188,24 @@ const MAX_ATTACH_BATCH: usize = 1000;
 
 impl Jobs {
     pub fn new(store: Store, metrics: Arc<crate::metrics::Metrics>) -> Self {
-        Self { store, live: Arc::default(), finished: Arc::default(), metrics }
+        Self { store, live: Arc::default(), finished: Arc::default(), metrics, quotas: Arc::default(), writes: None }
+    }
+
+    /// Records the files every job writes in the audit log (`writes.rs`).
+    pub fn with_writes(mut self, writes: Arc<crate::writes::Writes>) -> Self {
+        self.writes = Some(writes);
+        self
+    }
+
+    /// Applies per-session output quotas to every job started from now on.
+    pub fn with_quotas(mut self, quotas: Arc<crate::quotas::Quotas>) -> Self {
+        self.quotas = quotas;
+        self
+    }
+
+    /// Jobs of `session_id` that are running or awaiting approval in this gateway.
+    pub fn live_count(&self, session_id: &str) -> usize {
+        lock(&self.live).values().filter(|l| l.session_id == session_id).count()
     }
 
     pub fn store(&self) -> &Store {
@@ -183,7 +241,6 @@ impl Jobs {
             Created::New => {}
         }
         let log = self.store.log(&id).map_err(|e| internal("opening a job log", e))?;
-        let (tx, _) = watch::channel(0u64);
         // A command job's stdin accepts writes from the moment its id is returned; what arrives
         // before the process has started is queued, not refused.
         let (stdin_tx, stdin_rx) = match &work {
@@ -193,22 +250,37 @@ impl Jobs {
             }
             Work::Tool { .. } => (None, None),
         };
-        let live = Arc::new(Live {
-            next_seq: tx,
-            recent: Mutex::default(),
-            finished: std::sync::atomic::AtomicBool::new(false),
-            cancel: CancellationToken::new(),
-            stdin: Mutex::new(stdin_tx),
-            pid: Mutex::new(None),
-            timed_out: std::sync::atomic::AtomicBool::new(false),
-        });
+        let live = Arc::new(Live::new(session_id, stdin_tx, false));
         lock(&self.live).insert(id.clone(), live.clone());
+        self.launch(&id, log, live, work, stdin_rx, timeout);
+        Ok((rec, true))
+    }
+
+    /// Runs `work` as job `id` (a new job, or a parked one just approved).
+    fn launch(
+        &self,
+        id: &str,
+        log: JobLog,
+        live: Arc<Live>,
+        work: Work,
+        stdin_rx: Option<mpsc::Receiver<Option<Vec<u8>>>>,
+        timeout: Option<Duration>,
+    ) {
         self.metrics.jobs_started.inc();
         self.metrics.jobs_running.add(1);
-        let sink = Arc::new(LogSink { log, live: live.clone(), job_id: id.clone() });
+        let meter = self.quotas.output_meter(&live.session_id);
+        let sink = Arc::new(LogSink { log, live: live.clone(), job_id: id.to_string(), meter });
         let this = self.clone();
-        let job_id = id.clone();
+        let job_id = id.to_string();
+        let roots = self.writes.as_ref().map(|w| w.roots(&work)).unwrap_or_default();
         tokio::spawn(async move {
+            let before = if roots.is_empty() {
+                Vec::new()
+            } else {
+                tokio::task::spawn_blocking(move || roots.iter().map(|r| crate::writes::Snapshot::take(r)).collect())
+                    .await
+                    .unwrap_or_default()
+            };
             let cancel = live.cancel.clone();
             if let Some(t) = timeout {
                 let c = cancel.clone();
@@ -231,12 +303,121 @@ impl Jobs {
                     run_command(spec, launcher, sink.clone(), live.clone(), stdin_rx, cancel).await
                 }
             };
+            if let (Some(w), false) = (this.writes.clone(), before.is_empty()) {
+                let (id, session) = (job_id.clone(), live.session_id.clone());
+                let _ = tokio::task::spawn_blocking(move || w.record(&id, &session, &before)).await;
+            }
             this.finish(&job_id, &sink, exit);
         });
-        Ok((rec, true))
     }
 
-    fn finish(&self, job_id: &str, sink: &LogSink, exit: JobEventKind) {
+    /// Records a job that must wait for an operator: state `awaiting_approval`, the request as
+    /// the first event of its log, and a live entry so attached clients wait for the decision.
+    /// Nothing runs until [`Jobs::resume`]. Returns the existing job for a repeated
+    /// idempotency key.
+    pub fn park(
+        &self,
+        session_id: &str,
+        kind: &str,
+        spec: Value,
+        idempotency_key: Option<String>,
+        request: Value,
+    ) -> Result<JobRecord, RpcError> {
+        let id = format!("j_{}", uuid::Uuid::new_v4().simple());
+        let rec = JobRecord {
+            id: id.clone(),
+            session_id: session_id.to_string(),
+            kind: kind.to_string(),
+            spec,
+            state: JobState::AwaitingApproval,
+            exit_code: None,
+            signal: None,
+            error: None,
+            created_ms: now_ms(),
+            ended_ms: None,
+            idempotency_key,
+        };
+        match self.store.create_job(&rec).map_err(|e| internal("recording a job", e))? {
+            Created::Existing(existing) => return Ok(existing),
+            Created::New => {}
+        }
+        let log = self.store.log(&id).map_err(|e| internal("opening a job log", e))?;
+        let ev = log
+            .append(JobEventKind::Log { level: "approval".into(), data: request })
+            .map_err(|e| internal("writing a job log", e))?;
+        log.sync().map_err(|e| internal("writing a job log", e))?;
+        let live = Arc::new(Live::new(session_id, None, true));
+        live.next_seq.send_replace(ev.seq + 1);
+        lock(&self.live).insert(id, live);
+        Ok(rec)
+    }
+
+    /// After a restart: parked jobs get their live entry back, so attached clients wait.
+    pub fn adopt_parked(&self) -> Result<usize, RpcError> {
+        let parked =
+            self.store.jobs_in_state(JobState::AwaitingApproval).map_err(|e| internal("listing parked jobs", e))?;
+        for j in &parked {
+            let live = Arc::new(Live::new(&j.session_id, None, true));
+            live.next_seq.send_replace(self.store.log_reader(&j.id).and_then(|mut l| l.next_seq()).unwrap_or(0));
+            lock(&self.live).insert(j.id.clone(), live);
+        }
+        Ok(parked.len())
+    }
+
+    /// Claims the decision on a parked job: succeeds for the first caller only (approve, deny
+    /// and cancel race through here), who must then [`Jobs::resume`], [`Jobs::fail_parked`] or
+    /// [`Jobs::release_parked`] it.
+    pub fn claim_parked(&self, job_id: &str) -> Result<(), RpcError> {
+        let live = lock(&self.live).get(job_id).cloned();
+        match live {
+            Some(l) if l.parked.swap(false, std::sync::atomic::Ordering::SeqCst) => Ok(()),
+            _ => Err(not_parked(job_id)),
+        }
+    }
+
+    /// Gives a claimed job back (its decision could not be recorded).
+    pub fn release_parked(&self, job_id: &str) {
+        if let Some(l) = lock(&self.live).get(job_id) {
+            l.parked.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn claimed_live(&self, job_id: &str) -> Result<Arc<Live>, RpcError> {
+        lock(&self.live).get(job_id).cloned().ok_or_else(|| not_parked(job_id))
+    }
+
+    /// Starts a claimed parked job's work (its approval).
+    pub fn resume(&self, job: &JobRecord, work: Work, timeout: Option<Duration>) -> Result<(), RpcError> {
+        let live = self.claimed_live(&job.id)?;
+        if let Err(e) = self.store.set_job_state(&job.id, JobState::Running, None, None, None, None) {
+            live.parked.store(true, std::sync::atomic::Ordering::SeqCst);
+            return Err(internal("recording an approval", e));
+        }
+        let log = self.store.log(&job.id).map_err(|e| internal("opening a job log", e))?;
+        self.launch(&job.id, log, live, work, None, timeout);
+        Ok(())
+    }
+
+    /// Ends a claimed parked job without running it (denied, cancelled, or impossible to run).
+    pub fn fail_parked(&self, job_id: &str, state: JobState, error: RpcError) -> Result<(), RpcError> {
+        let live = self.claimed_live(job_id)?;
+        let log = self.store.log(job_id).map_err(|e| internal("opening a job log", e))?;
+        let sink = LogSink { log, live, job_id: job_id.to_string(), meter: None };
+        self.metrics.jobs_running.add(1);
+        self.finish(
+            job_id,
+            &sink,
+            JobEventKind::Exit { state, code: None, signal: None, error: serde_json::to_value(error).ok() },
+        );
+        Ok(())
+    }
+
+    fn finish(&self, job_id: &str, sink: &LogSink, mut exit: JobEventKind) {
+        if let JobEventKind::Exit { error, .. } = &mut exit
+            && sink.live.over_quota.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            *error = serde_json::to_value(self.quotas.output_exceeded()).ok();
+        }
         if let JobEventKind::Exit { state, code, signal, error } = &exit {
             sink.emit(exit.clone());
             if let Err(e) =
@@ -340,6 +521,19 @@ impl Jobs {
     }
 
     pub fn cancel(&self, job_id: &str) -> bool {
+        let parked = lock(&self.live).get(job_id).is_some_and(|l| l.parked.load(std::sync::atomic::Ordering::SeqCst));
+        if parked {
+            if self.claim_parked(job_id).is_err() {
+                return false;
+            }
+            return self
+                .fail_parked(
+                    job_id,
+                    JobState::Killed,
+                    RpcError::new(ErrorCode::ApprovalRequired, "the job was cancelled while it awaited approval"),
+                )
+                .is_ok();
+        }
         match lock(&self.live).get(job_id) {
             Some(l) => {
                 l.cancel.cancel();
@@ -376,6 +570,13 @@ impl Jobs {
         }
         Ok(())
     }
+}
+
+fn not_parked(job_id: &str) -> RpcError {
+    RpcError::new(
+        ErrorCode::InvalidParams,
+        format!("job `{job_id}` is not awaiting approval (already decided, cancelled, or never parked)"),
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -12,10 +12,14 @@ mod commands;
 mod config;
 mod dispatch;
 mod egress;
+mod envelope;
+mod guard;
 mod http;
 mod jobs;
 mod metrics;
 mod mount;
+mod operators;
+mod quotas;
 mod registry;
 mod sandboxing;
 mod search;
@@ -24,6 +28,7 @@ mod signature;
 mod stdio;
 mod tiers;
 mod util;
+mod writes;
 
 use std::process::ExitCode;
 
@@ -41,6 +46,7 @@ fn main() -> ExitCode {
         cli::Command::Sandbox(cmd) => return exit(commands::sandbox::run(cmd)),
         cli::Command::Token(cmd) => return exit(commands::token::run(cmd)),
         cli::Command::Audit(cmd) => return exit(commands::audit::run(cmd)),
+        cli::Command::Operator(cmd) => return exit(commands::operator::run_sync(cmd)),
         other => other,
     };
     init_tracing(&cli.log_format);
@@ -61,7 +67,11 @@ fn main() -> ExitCode {
             Jobs(a) => commands::client::jobs(a).await,
             Attach(a) => commands::client::attach(a).await,
             Lint(a) => commands::lint::run(a).await,
-            Sandbox(_) | Token(_) | Audit(_) => Ok(0),
+            Approve(a) => commands::operator::approve(a).await,
+            Deny(a) => commands::operator::deny(a).await,
+            Revoke(a) => commands::operator::revoke(a).await,
+            Pending(a) => commands::operator::pending(a).await,
+            Sandbox(_) | Token(_) | Audit(_) | Operator(_) => Ok(0),
         }
     });
     exit(result)

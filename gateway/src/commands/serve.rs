@@ -40,6 +40,14 @@ pub struct Prepared {
 
 pub async fn run(args: ServeArgs) -> Result<()> {
     let prepared = prepare(&args).await?;
+    if args.stdio && !prepared.gateway.guard.approvals.is_empty() {
+        bail!(
+            "tools that need approval cannot be served over stdio: an operator approves over the gateway's HTTP endpoint (`axp approve`)\nhint: serve over HTTP (--listen), or remove `approval = \"required\"` / [approval]"
+        );
+    }
+    if !args.stdio && !prepared.gateway.guard.operators.configured() {
+        crate::guard::require_loopback(&prepared.listen).await?;
+    }
     for w in &prepared.warnings {
         tracing::warn!("{w}");
     }
@@ -218,18 +226,33 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     let revocations = state_dir.join(axp_caps::REVOCATIONS_FILE_NAME);
     verifier.load_revocations(&revocations).context("cannot load the token revocation list")?;
     let auth = Auth { minter: axp_caps::Minter::new(key), verifier, revocations };
+    let sessions = Sessions::new(store.clone(), profile, tiers.clone(), auth);
+    let quotas = Arc::new(crate::quotas::Quotas::new(settings.quotas.clone()));
     let durability = settings.audit.durability().map_err(|e| anyhow::anyhow!("invalid `[audit]` setting: {e}"))?;
     let audit_options = axp_audit::Options { durability, ..axp_audit::Options::default() };
     let audit = AuditLog::open_with(&state_dir.join("audit"), audit_options).context("cannot open the audit log")?;
     egress.set_observer(egress_observer(audit.clone(), metrics.clone()));
-    let sessions = Sessions::new(store.clone(), profile, tiers.clone(), auth);
-    let jobs = Jobs::new(store, metrics.clone());
+    let write_tools: Vec<String> = std::iter::once("files__run_command".to_string())
+        .chain(settings.cli.iter().map(|c| format!("{}__*", c.provider)))
+        .collect();
+    let writes = Arc::new(crate::writes::Writes::new(audit.clone(), write_tools));
+    let jobs = Jobs::new(store, metrics.clone()).with_quotas(quotas.clone()).with_writes(writes);
+    let parked = jobs.adopt_parked().map_err(|e| anyhow::anyhow!("{}", e.reason()))?;
+    if parked > 0 {
+        tracing::warn!(parked, "jobs are awaiting operator approval (`axp approve JOB` / `axp deny JOB`)");
+    }
+    let guard = crate::guard::Guard {
+        operators: crate::operators::Operators::build(&settings.operators, &state_dir, &ProcessEnv)?,
+        approvals: crate::guard::approvals_from(&settings, &fleet),
+        quotas,
+    };
     let options = Options {
         inline_tools_max: settings.serve.inline_tools_max.unwrap_or(DEFAULT_INLINE_MAX),
         extra_read: settings.sandbox.extra_read.clone(),
     };
     let admission = crate::admission::Admission::load(settings.lint.as_ref(), &state_dir.join("axp.lock"))?;
-    let gateway = Arc::new(Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission));
+    let gateway =
+        Arc::new(Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission).with_guard(guard));
 
     let launcher = provider_launcher(&tiers)?;
     let nothing_configured = fleet.servers.is_empty()

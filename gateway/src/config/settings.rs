@@ -36,6 +36,13 @@ pub struct Settings {
     pub audit: AuditSettings,
     #[serde(default)]
     pub egress: EgressSettings,
+    /// Operator credentials and their ceilings (see `config/policy.rs`).
+    #[serde(default)]
+    pub operators: Vec<super::policy::OperatorSettings>,
+    #[serde(default)]
+    pub approval: super::policy::ApprovalSettings,
+    #[serde(default)]
+    pub quotas: super::policy::QuotaSettings,
 }
 
 /// `[egress]`: how the egress proxy resolves and which addresses it may reach. The allowlist
@@ -152,6 +159,8 @@ pub struct CliToolSettings {
     pub timeout_s: Option<u64>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// `"required"`: every call waits for an operator's approval.
+    pub approval: Option<super::policy::Approval>,
 }
 
 impl CliToolSettings {
