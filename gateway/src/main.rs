@@ -8,6 +8,7 @@
 
 mod admission;
 mod cli;
+mod codemode;
 mod commands;
 mod config;
 mod dispatch;
@@ -16,6 +17,7 @@ mod http;
 mod jobs;
 mod metrics;
 mod mount;
+mod pty;
 mod registry;
 mod sandboxing;
 mod search;

@@ -235,6 +235,19 @@ pub struct JobSignalParams {
     pub signal: String,
 }
 
+/// `job.resize`: a PTY job's new window size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobResizeParams {
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub cap_token: Option<String>,
+    pub job_id: String,
+    pub rows: u16,
+    pub cols: u16,
+}
+
 /// The life of a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -297,6 +310,20 @@ pub enum JobEventKind {
     },
     Result {
         output: ToolOutput,
+    },
+    /// A tool call a code-mode job made through its SDK (one event per finished call).
+    ToolCall {
+        /// Per-job call number, from 1.
+        call: u64,
+        tool: String,
+        /// SHA-256 of the canonical arguments (never the arguments themselves).
+        args_sha256: String,
+        ok: bool,
+        /// The JSON-RPC error code when the call was refused or failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i64>,
+        /// Wall time of the call in milliseconds.
+        ms: u64,
     },
     Exit {
         state: JobState,

@@ -168,6 +168,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
             let store = Store::open_with(&dir, options)
                 .with_context(|| format!("cannot open the state dir {}", dir.display()))?;
             let lost = store.mark_running_lost(crate::util::now_ms())?;
+            crate::codemode::clean_stale(&dir);
             if lost > 0 {
                 tracing::warn!(
                     lost,
@@ -193,7 +194,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         extra_read: settings.sandbox.extra_read.clone(),
     };
     let admission = crate::admission::Admission::load(settings.lint.as_ref(), &state_dir.join("axp.lock"))?;
-    let gateway = Arc::new(Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission));
+    let gateway = Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission).shared();
 
     let launcher = provider_launcher(&tiers)?;
     let nothing_configured = fleet.servers.is_empty()

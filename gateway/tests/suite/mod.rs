@@ -4,11 +4,13 @@ pub mod attacks;
 pub mod bad_input;
 pub mod caps;
 pub mod cli;
+pub mod codemode;
 pub mod egress;
 pub mod fleet;
 pub mod jobs;
 pub mod lint;
 pub mod mcp_clients;
+pub mod pty;
 pub mod sessions;
 pub mod skills;
 
