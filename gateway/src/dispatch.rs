@@ -564,7 +564,8 @@ impl Gateway {
             .await?;
             job
         } else if let Some(code) = &params.code {
-            let presented = p.get("cap_token").and_then(Value::as_str).map(str::to_string).or_else(|| ctx.token.clone());
+            let presented =
+                p.get("cap_token").and_then(Value::as_str).map(str::to_string).or_else(|| ctx.token.clone());
             let job = crate::codemode::start(self, &s, presented.as_deref(), code, &params, timeout)?;
             self.audit(
                 Kind::Command,
@@ -611,8 +612,7 @@ impl Gateway {
                 Work::Pty { spec, launcher, rows: pty.rows, cols: pty.cols }
             }
         };
-        let (job, _) =
-            self.jobs.start(&s.id, "command", record, params.idempotency_key.clone(), timeout, work)?;
+        let (job, _) = self.jobs.start(&s.id, "command", record, params.idempotency_key.clone(), timeout, work)?;
         Ok(job)
     }
 

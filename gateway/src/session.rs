@@ -257,12 +257,16 @@ impl Sessions {
         let token = match presented {
             Some(p) => {
                 let parent = Token::parse(p).map_err(|e| e.to_rpc_error())?;
-                axp_caps::attenuate(&parent, caps, Some(expires_ms.min(parent.expires_ms())))
-                    .map_err(|e| RpcError::new(ErrorCode::CapabilityDenied, format!("cannot attenuate the token: {e}")))?
+                axp_caps::attenuate(&parent, caps, Some(expires_ms.min(parent.expires_ms()))).map_err(|e| {
+                    RpcError::new(ErrorCode::CapabilityDenied, format!("cannot attenuate the token: {e}"))
+                })?
             }
             None => {
                 if let Some(c) = s.caps.first_uncovered(caps) {
-                    return Err(RpcError::new(ErrorCode::CapabilityDenied, format!("the session does not grant `{c}`")));
+                    return Err(RpcError::new(
+                        ErrorCode::CapabilityDenied,
+                        format!("the session does not grant `{c}`"),
+                    ));
                 }
                 self.auth.minter.mint(&s.id, caps, expires_ms)
             }

@@ -88,7 +88,8 @@ pub fn start(
             ),
         ));
     }
-    let argv = sdk::prepare(&dir, language, &tools, &code.source).map_err(|e| internal("writing the code-mode SDK", e))?;
+    let argv =
+        sdk::prepare(&dir, language, &tools, &code.source).map_err(|e| internal("writing the code-mode SDK", e))?;
     let listener = match socket::bind(&socket_path) {
         Ok(l) => l,
         Err(e) => {
@@ -96,8 +97,13 @@ pub fn start(
             return Err(internal("opening the code-mode socket", e));
         }
     };
-    let binding =
-        socket::Binding { job_id: id.clone(), session_id: s.id.clone(), token: token.clone(), token_id, dir: dir.clone() };
+    let binding = socket::Binding {
+        job_id: id.clone(),
+        session_id: s.id.clone(),
+        token: token.clone(),
+        token_id,
+        dir: dir.clone(),
+    };
     // From here on, dropping the companion closes the socket, removes the directory and
     // revokes the token.
     let companion = socket::serve(gw.me.clone(), binding, listener);

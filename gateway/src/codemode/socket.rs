@@ -234,7 +234,8 @@ async fn nested_call(gw: &Gateway, shared: &Shared, params: &Value) -> Result<Va
             arguments,
             meta: Some(json!({"job_id": b.job_id, "cwd": s.workspace})),
         };
-        let detail = json!({"tool": name, "args_sha256": digest, "job_id": b.job_id, "call": call_no, "via": "code-mode"});
+        let detail =
+            json!({"tool": name, "args_sha256": digest, "job_id": b.job_id, "call": call_no, "via": "code-mode"});
         let cancel = shared.cancel.child_token();
         // As for `tools/call`: the audit record's fsync overlaps the call, and the answer waits
         // for both, so no result reaches the job before its record is durable.

@@ -129,7 +129,8 @@ async fn a_call_the_token_does_not_allow_is_denied_inside_the_job() {
     // The session may call everything; the token presented to job.start only time__*.
     let mut s = Rpc::open(&gw.url, json!({})).await;
     let token = s.session.clone().unwrap().1;
-    let narrow = s.ok("cap.attenuate", json!({"cap_token": token, "capabilities": ["tool(time__*)", "proc.spawn"]})).await;
+    let narrow =
+        s.ok("cap.attenuate", json!({"cap_token": token, "capabilities": ["tool(time__*)", "proc.spawn"]})).await;
     s.session.as_mut().unwrap().1 = narrow["cap_token"].as_str().unwrap().to_string();
     let py = r#"
 print("NAMES", sorted(tools.names()))
@@ -169,7 +170,8 @@ catch (e) { console.log("DENIED " + e.code + " " + (e instanceof ToolError)); }
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.lines().any(|l| l.contains("capability.denied") && l.contains("everything__echo") && l.contains("code-mode")),
+        text.lines()
+            .any(|l| l.contains("capability.denied") && l.contains("everything__echo") && l.contains("code-mode")),
         "{text}"
     );
 }
@@ -218,7 +220,11 @@ print("OWN", os.environ["AXP_SOCKET"] != {sock:?})
     );
     let (_, events) = run(&mut s, "python", &src).await;
     let out = stdout_of(&events);
-    assert!(out.contains("BLOCKED 2"), "ENOENT: another job's socket is not in this sandbox: {out}\n{}", stderr_of(&events));
+    assert!(
+        out.contains("BLOCKED 2"),
+        "ENOENT: another job's socket is not in this sandbox: {out}\n{}",
+        stderr_of(&events)
+    );
     assert!(out.contains("OWN True"), "{out}");
 
     // From the host, A's socket refuses any token but A's own (here: the session's root token).
@@ -258,8 +264,9 @@ async fn bad_code_requests_get_clear_errors() {
     let mut no_spawn = Rpc::open(&gw.url, json!({"capabilities": ["tool(*)"]})).await;
     let (code, _) = no_spawn.err("job.start", json!({"code": {"language": "python", "source": "print(1)"}})).await;
     assert_eq!(code, -32002, "code-mode needs proc.spawn");
-    let (code, _) =
-        s.err("job.start", json!({"code": {"language": "sh", "source": "true"}, "pty": {"rows": 24, "cols": 80}})).await;
+    let (code, _) = s
+        .err("job.start", json!({"code": {"language": "sh", "source": "true"}, "pty": {"rows": 24, "cols": 80}}))
+        .await;
     assert_eq!(code, -32602);
     // A Python error is the job's own failure, with its traceback.
     let (_, events) = run(&mut s, "python", "raise ValueError('boom')").await;

@@ -59,7 +59,12 @@ async fn python_repl_on_a_terminal_interrupt_resize_and_reattach() {
     until(&mut s, &id, &mut seq, &mut seen, ">>> ").await;
 
     // It is a real terminal of the asked size, and the job's controlling one.
-    write(&mut s, &id, "import os, sys; print('TTY', sys.stdin.isatty(), os.get_terminal_size(), os.getsid(0) == os.getpid())\n").await;
+    write(
+        &mut s,
+        &id,
+        "import os, sys; print('TTY', sys.stdin.isatty(), os.get_terminal_size(), os.getsid(0) == os.getpid())\n",
+    )
+    .await;
     until(&mut s, &id, &mut seq, &mut seen, "TTY True os.terminal_size(columns=100, lines=30) True").await;
     write(&mut s, &id, "print(6 * 7)\n").await;
     until(&mut s, &id, &mut seq, &mut seen, "\n42\r\n").await;
@@ -96,6 +101,9 @@ async fn python_repl_on_a_terminal_interrupt_resize_and_reattach() {
     // TIOCSTI (typing into the terminal's input queue) is refused by seccomp: EPERM.
     write(&mut s, &id, "import fcntl, termios\ntry:\n  fcntl.ioctl(0, termios.TIOCSTI, b'x'); print('INJ' + 'ECTED')\nexcept OSError as e: print('TIOCSTI errno', e.errno)\n\n").await;
     until(&mut s, &id, &mut seq, &mut seen, "TIOCSTI errno 1").await;
+    // TIOCSWINSZ from inside (what `stty rows`/`resize` do) is allowed.
+    write(&mut s, &id, "import struct; fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack('HHHH', 33, 77, 0, 0)); print('SET', os.get_terminal_size())\n").await;
+    until(&mut s, &id, &mut seq, &mut seen, "SET os.terminal_size(columns=77, lines=33)").await;
     assert!(!seen.contains("INJECTED"));
 
     // A new client (after a disconnect) re-attaches from a seq and gets the same events.
@@ -161,7 +169,8 @@ async fn pty_needs_its_grant_and_sane_sizes() {
     let mut s = Rpc::open(&gw.url, json!({})).await;
     let (code, _) = s.err("job.start", json!({"command": ["sh"], "pty": {"rows": 0, "cols": 80}})).await;
     assert_eq!(code, -32602);
-    let (code, _) = s.err("job.start", json!({"command": ["sh"], "pty": {"rows": 24, "cols": 80, "colour": true}})).await;
+    let (code, _) =
+        s.err("job.start", json!({"command": ["sh"], "pty": {"rows": 24, "cols": 80, "colour": true}})).await;
     assert_eq!(code, -32602);
     // A command job without a terminal cannot be resized.
     let j = s.ok("job.start", json!({"command": ["sleep", "5"]})).await;
