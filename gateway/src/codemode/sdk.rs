@@ -13,9 +13,9 @@
 //! descriptions and signatures come from tool servers, so they are embedded only as JSON string
 //! literals (valid string literals in Python and JavaScript) or in comments with their
 //! terminators removed: a hostile description cannot become code. Tool results come back as the
-//! text of their content (or `structuredContent` when present); a refused call raises
-//! `ToolError` with the JSON-RPC `code`, a tool that reports an error raises it with `code`
-//! `None`/`null` and the tool's `result`.
+//! text of their content (`structuredContent` when the content is not all text); a refused call
+//! raises `ToolError` with the JSON-RPC `code`, a tool that reports an error raises it with
+//! `code` `None`/`null` and the tool's `result`.
 //!
 //! This module writes files; it performs no policy decision (the tool list it gets is already
 //! filtered by the job's grants, and the gateway checks every call again).
@@ -90,7 +90,8 @@ const PY_BASE: &str = r#""""AXP code-mode SDK, generated for this job.
 
 Every tool this job's token allows is a method of `tools`: `tools.time__get_current_time(timezone="UTC")`
 (or pass one dict). `call(name, **arguments)` calls any tool by its index name. A result is the
-text of the tool's content (or its structuredContent); `call_raw` returns the whole MCP result.
+text of the tool's content (its structuredContent when the content is not all text; the whole
+result when it has neither); `call_raw` returns the whole MCP result.
 A refused call raises ToolError with the JSON-RPC `code` (-32002: the token does not allow it).
 """
 import json as _json
@@ -150,10 +151,10 @@ def _unwrap(result):
     texts = [c.get("text", "") for c in content if c.get("type") == "text"]
     if result.get("isError"):
         raise ToolError("\n".join(texts) or "the tool reported an error", None, None, result)
+    if content and len(texts) == len(content):
+        return "\n".join(texts)
     if result.get("structuredContent") is not None:
         return result["structuredContent"]
-    if len(texts) == len(content):
-        return "\n".join(texts)
     return result
 
 
@@ -166,7 +167,7 @@ def call_raw(name, arguments=None, **kwargs):
 
 
 def call(name, arguments=None, **kwargs):
-    """Calls tool `name` by its index name; returns its text (or structuredContent)."""
+    """Calls tool `name` by its index name; returns its text (see the module's docstring)."""
     return _unwrap(call_raw(name, arguments, **kwargs))
 
 
@@ -210,8 +211,9 @@ const JS_BASE: &str = r#"// AXP code-mode SDK, generated for this job.
 // Every tool this job's token allows is a function of `tools`:
 //   await tools.time__get_current_time({ timezone: "UTC" })
 // `call(name, args)` calls any tool by its index name. A result is the text of the tool's content
-// (or its structuredContent); `callRaw` returns the whole MCP result. A refused call rejects with
-// a ToolError whose `code` is the JSON-RPC code (-32002: the token does not allow it).
+// (its structuredContent when the content is not all text); `callRaw` returns the whole MCP
+// result. A refused call rejects with a ToolError whose `code` is the JSON-RPC code (-32002: the
+// token does not allow it).
 import net from "node:net";
 
 export class ToolError extends Error {
@@ -276,12 +278,12 @@ function unwrap(result) {
   const content = result.content ?? [];
   const texts = content.filter((c) => c.type === "text").map((c) => c.text ?? "");
   if (result.isError) throw new ToolError(texts.join("\n") || "the tool reported an error", null, null, result);
+  if (content.length > 0 && texts.length === content.length) return texts.join("\n");
   if (result.structuredContent !== undefined && result.structuredContent !== null) return result.structuredContent;
-  if (texts.length === content.length) return texts.join("\n");
   return result;
 }
 
-/** Calls tool `name` by its index name; resolves to its text (or structuredContent). */
+/** Calls tool `name` by its index name; resolves to its text (see above). */
 export async function call(name, args = {}) {
   return unwrap(await callRaw(name, args));
 }

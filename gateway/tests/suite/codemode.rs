@@ -70,6 +70,10 @@ const [echo, sum, now] = await Promise.all([
 ]);
 const tz = (typeof now === "string" ? JSON.parse(now) : now).timezone;
 console.log("COMBINED " + JSON.stringify({ echo, sum, tz, n: tools.names().length }));
+const image = await tools.everything__get_tiny_image({});
+console.log("IMAGE " + image.content.some((c) => c.type === "image"));
+try { await tools.everything__get_sum({ a: "not a number", b: 1 }); console.log("NO ERROR"); }
+catch (e) { console.log("INVALID " + e.code + " " + (e instanceof ToolError)); }
 "#;
     let (_, events) = run(&mut s, "javascript", js).await;
     let out = stdout_of(&events);
@@ -80,7 +84,11 @@ console.log("COMBINED " + JSON.stringify({ echo, sum, tz, n: tools.names().lengt
     assert_eq!(v["sum"], "The sum of 40 and 2 is 42.");
     assert_eq!(v["tz"], "Europe/Paris");
     assert!(v["n"].as_u64().unwrap() > 5);
-    assert_eq!(tool_calls(&events).len(), 3);
+    assert!(out.contains("IMAGE true"), "non-text content comes back whole: {out}");
+    assert!(out.contains("INVALID -32602 true"), "schema violations are ToolErrors with their code: {out}");
+    let calls = tool_calls(&events);
+    assert_eq!(calls.len(), 5);
+    assert_eq!(calls[4]["code"], -32602);
     let st = s.ok("job.list", json!({})).await;
     assert!(st["jobs"].as_array().unwrap().iter().all(|j| j["kind"] == "code"));
 
@@ -92,7 +100,7 @@ console.log("COMBINED " + JSON.stringify({ echo, sum, tz, n: tools.names().lengt
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(text.matches("\"via\":\"code-mode\"").count(), 6, "{text}");
+    assert_eq!(text.matches("\"via\":\"code-mode\"").count(), 7, "{text}");
 }
 
 #[tokio::test]
