@@ -368,6 +368,22 @@ mod tests {
     }
 
     #[test]
+    fn tool_call_event_wire_shape() {
+        let kind = JobEventKind::ToolCall {
+            call: 1,
+            tool: "everything__echo".into(),
+            args_sha256: "ab".into(),
+            ok: false,
+            code: Some(-32002),
+            ms: 3,
+        };
+        let v = serde_json::to_value(JobEvent { job_id: "j".into(), seq: 0, ts_ms: 1, kind }).unwrap();
+        assert_eq!(v["kind"], "tool_call");
+        assert_eq!(v["code"], -32002);
+        assert_eq!(v["tool"], "everything__echo");
+    }
+
+    #[test]
     fn unknown_fields_are_refused() {
         let r: Result<JobStartParams, _> = serde_json::from_value(serde_json::json!({"tool": "x", "argumnets": {}}));
         assert!(r.unwrap_err().to_string().contains("argumnets"));

@@ -252,6 +252,10 @@ async fn nested_call(gw: &Gateway, shared: &Shared, params: &Value) -> Result<Va
         Ok(v) => record(!v.get("isError").and_then(Value::as_bool).unwrap_or(false), None),
         Err(e) => record(false, Some(e.code)),
     };
-    gw.jobs.emit(&b.job_id, event);
+    // Once the job's process has ended its exit event is next; a call still finishing then is
+    // not recorded after it.
+    if !shared.cancel.is_cancelled() {
+        gw.jobs.emit(&b.job_id, event);
+    }
     outcome
 }
