@@ -12,8 +12,8 @@ use std::time::Duration;
 use axp_audit::{AuditLog, Kind, digest_json};
 use axp_protocol::jsonrpc::{Id, Incoming, Notification, Request, Response};
 use axp_protocol::methods::{
-    CommandSpec, DescribeParams, IndexParams, JobAttachParams, JobEventKind, JobRef, JobSignalParams, JobStartParams,
-    JobWriteParams, SessionOpenParams,
+    CommandSpec, DescribeParams, IndexParams, JobAttachParams, JobEventKind, JobRef, JobResizeParams, JobSignalParams,
+    JobStartParams, JobWriteParams, SessionOpenParams,
 };
 use axp_protocol::{Capability, ErrorCode, MCP_PROTOCOL_VERSIONS, RpcError};
 use axp_providers::{ProcessPolicy, ProcessSpec};
@@ -80,6 +80,8 @@ pub struct Gateway {
     inflight: Mutex<HashMap<(String, String), String>>,
     /// Operators, approvals and quotas (`guard.rs`).
     pub guard: crate::guard::Guard,
+    /// This gateway, for tasks that outlive a request (code-mode's SDK sockets); see [`Gateway::shared`].
+    pub(crate) me: std::sync::Weak<Gateway>,
 }
 
 const META_TOOLS: [&str; 3] = ["axp_index", "axp_describe", "axp_call"];
@@ -106,6 +108,7 @@ impl Gateway {
             admission,
             inflight: Mutex::new(HashMap::new()),
             guard: crate::guard::Guard::default(),
+            me: std::sync::Weak::new(),
         }
     }
 
@@ -139,6 +142,15 @@ impl Gateway {
             written.map_err(|e| crate::util::internal("writing the audit log", e))?;
         }
         Ok(r)
+    }
+
+    /// The gateway behind an `Arc` that knows itself (code-mode serves SDK calls from tasks of
+    /// its own).
+    pub fn shared(mut self) -> Arc<Self> {
+        Arc::new_cyclic(|me| {
+            self.me = me.clone();
+            self
+        })
     }
 
     /// Tells every connected client that the tool list changed.
@@ -289,6 +301,14 @@ impl Gateway {
                 let r: JobSignalParams = params(&p)?;
                 self.jobs.get(&s.id, &r.job_id)?;
                 self.jobs.signal(&r.job_id, &r.signal)?;
+                Ok(json!({}))
+            }
+            "job.resize" => {
+                let s = self.session(&p, ctx)?;
+                let r: JobResizeParams = params(&p)?;
+                self.jobs.get(&s.id, &r.job_id)?;
+                crate::pty::check_size(r.rows, r.cols).map_err(RpcError::invalid_params)?;
+                self.jobs.resize(&r.job_id, r.rows, r.cols)?;
                 Ok(json!({}))
             }
             "job.write" => {
@@ -519,21 +539,7 @@ impl Gateway {
         idempotency_key: Option<String>,
         timeout: Option<Duration>,
     ) -> Result<JobRecord, RpcError> {
-        if !s.caps.allows_tool(name) {
-            return Err(denied(&format!("tool({name})"), &format!("call `{name}`")));
-        }
-        let resolved = self.registry.resolve(name).ok_or_else(|| unknown_tool(&self.registry, name))?;
-        if !resolved.available {
-            return Err(RpcError::new(
-                ErrorCode::ProviderUnavailable,
-                format!(
-                    "provider `{}` is unavailable ({}); its tools come back when it restarts",
-                    resolved.entry.provider,
-                    resolved.reason.clone().unwrap_or_else(|| "down".into())
-                ),
-            ));
-        }
-        self.registry.validate(&resolved.entry, &Value::Object(arguments.clone()))?;
+        let resolved = self.ready_tool(s, name, &arguments)?;
         self.guard.quotas.admit(&s.id, || self.jobs.live_count(&s.id))?;
         if self.guard.approvals.required(name, resolved.entry.provider.as_str(), &resolved.entry.spec) {
             return crate::guard::park(self, s, name, arguments, idempotency_key, timeout, spec);
@@ -549,6 +555,31 @@ impl Gateway {
         Ok(job)
     }
 
+    /// A tool the session may call, available and given valid arguments.
+    pub(crate) fn ready_tool(
+        &self,
+        s: &Session,
+        name: &str,
+        arguments: &Map<String, Value>,
+    ) -> Result<crate::registry::Resolved, RpcError> {
+        if !s.caps.allows_tool(name) {
+            return Err(denied(&format!("tool({name})"), &format!("call `{name}`")));
+        }
+        let resolved = self.registry.resolve(name).ok_or_else(|| unknown_tool(&self.registry, name))?;
+        if !resolved.available {
+            return Err(RpcError::new(
+                ErrorCode::ProviderUnavailable,
+                format!(
+                    "provider `{}` is unavailable ({}); its tools come back when it restarts",
+                    resolved.entry.provider,
+                    resolved.reason.clone().unwrap_or_else(|| "down".into())
+                ),
+            ));
+        }
+        self.registry.validate(&resolved.entry, &Value::Object(arguments.clone()))?;
+        Ok(resolved)
+    }
+
     async fn job_start(&self, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
         let s = self.session(p, ctx)?;
         let params: JobStartParams = params(p)?;
@@ -558,8 +589,8 @@ impl Gateway {
         if given != 1 {
             return Err(RpcError::invalid_params("give exactly one of `command`, `code` or `tool`"));
         }
-        if params.pty.is_some() {
-            return Err(RpcError::invalid_params("PTY jobs are not available in this build yet"));
+        if params.pty.is_some() && params.command.is_none() {
+            return Err(RpcError::invalid_params("`pty` goes with `command` (a terminal for a program you start)"));
         }
         let job = if let Some(tool) = &params.tool {
             let arguments = params.arguments.clone().unwrap_or_default();
@@ -578,10 +609,23 @@ impl Gateway {
             )
             .await?;
             job
+        } else if let Some(code) = &params.code {
+            let presented =
+                p.get("cap_token").and_then(Value::as_str).map(str::to_string).or_else(|| ctx.token.clone());
+            if !s.caps.allows_spawn() {
+                return Err(denied("proc.spawn", "run a program"));
+            }
+            self.guard.quotas.admit(&s.id, || self.jobs.live_count(&s.id))?;
+            let job = crate::codemode::start(self, &s, presented.as_deref(), code, &params, timeout)?;
+            self.audit(
+                Kind::Command,
+                Some(&s.id),
+                json!({"job_id": job.id, "code": job.spec.get("code"), "cwd": job.spec.get("cwd")}),
+            )
+            .await?;
+            job
         } else {
-            return Err(RpcError::invalid_params(
-                "code-mode jobs are not available in this build yet; run the interpreter as a `command` instead",
-            ));
+            return Err(RpcError::invalid_params("give exactly one of `command`, `code` or `tool`"));
         };
         if params.wait == Some(true) {
             let out = self.follow(&job, ctx, None).await?;
@@ -597,9 +641,6 @@ impl Gateway {
         params: &JobStartParams,
         timeout: Option<Duration>,
     ) -> Result<JobRecord, RpcError> {
-        if !s.caps.allows_spawn() {
-            return Err(denied("proc.spawn", "start a command"));
-        }
         self.guard.quotas.admit(&s.id, || self.jobs.live_count(&s.id))?;
         let argv = match command {
             CommandSpec::Argv(v) if !v.is_empty() => v.clone(),
@@ -608,6 +649,35 @@ impl Gateway {
             }
             CommandSpec::Shell(sh) => vec!["/bin/sh".into(), "-c".into(), sh.clone()],
         };
+        let spec = self.command_spec(s, argv.clone(), params)?;
+        let launcher = self.sessions.tiers().launcher(s.tier)?;
+        let mut record = json!({"command": argv, "cwd": spec.cwd, "origin": "axp"});
+        let work = match &params.pty {
+            None => Work::Command { spec, launcher },
+            Some(pty) => {
+                if !s.caps.allows_pty() {
+                    return Err(denied("pty.open", "give a job a terminal"));
+                }
+                crate::pty::check_size(pty.rows, pty.cols).map_err(RpcError::invalid_params)?;
+                record["pty"] = json!({"rows": pty.rows, "cols": pty.cols});
+                Work::Pty { spec, launcher, rows: pty.rows, cols: pty.cols }
+            }
+        };
+        let (job, _) = self.jobs.start(&s.id, "command", record, params.idempotency_key.clone(), timeout, work)?;
+        Ok(job)
+    }
+
+    /// The process of a command or code-mode job: `argv` in the session's workspace (or a `cwd`
+    /// inside it), with the session's environment and sandbox policy. Needs `proc.spawn`.
+    pub(crate) fn command_spec(
+        &self,
+        s: &Session,
+        argv: Vec<String>,
+        params: &JobStartParams,
+    ) -> Result<ProcessSpec, RpcError> {
+        if !s.caps.allows_spawn() {
+            return Err(denied("proc.spawn", "start a command"));
+        }
         let cwd = resolve_cwd(&s.workspace, params.cwd.as_deref());
         let cwd_str = cwd.to_string_lossy();
         if cwd_str.split('/').any(|c| c == "..")
@@ -625,24 +695,13 @@ impl Gateway {
             };
             env.insert(k.clone(), v.to_string());
         }
-        let launcher = self.sessions.tiers().launcher(s.tier)?;
-        let spec = ProcessSpec {
+        Ok(ProcessSpec {
             program: argv[0].clone(),
             args: argv[1..].to_vec(),
             env,
             cwd: Some(cwd),
             policy: session_policy(s, &self.options.extra_read),
-        };
-        let record = json!({"command": argv, "cwd": spec.cwd, "origin": "axp"});
-        let (job, _) = self.jobs.start(
-            &s.id,
-            "command",
-            record,
-            params.idempotency_key.clone(),
-            timeout,
-            Work::Command { spec, launcher },
-        )?;
-        Ok(job)
+        })
     }
 
     pub fn job_status(&self, j: &JobRecord) -> Value {
@@ -752,7 +811,7 @@ pub fn base_env(workspace: &Path) -> std::collections::BTreeMap<String, String> 
     .collect()
 }
 
-fn denied(grant: &str, what: &str) -> RpcError {
+pub(crate) fn denied(grant: &str, what: &str) -> RpcError {
     RpcError::new(
         ErrorCode::CapabilityDenied,
         format!("the session's token does not grant `{grant}`, needed to {what}"),

@@ -34,6 +34,20 @@ pub enum Work {
         spec: ProcessSpec,
         launcher: Arc<dyn Launcher>,
     },
+    /// A code-mode job: a command plus what serves its SDK (`crate::codemode`), which is
+    /// dropped — socket closed, token revoked — when the process ends.
+    Code {
+        spec: ProcessSpec,
+        launcher: Arc<dyn Launcher>,
+        companion: Box<dyn Send + Sync>,
+    },
+    /// A command on a pseudo-terminal (`crate::pty`).
+    Pty {
+        spec: ProcessSpec,
+        launcher: Arc<dyn Launcher>,
+        rows: u16,
+        cols: u16,
+    },
 }
 
 /// A running job's handles. Kept a little after the job ends (see [`FINISHED_KEPT`]) so the
@@ -58,10 +72,14 @@ struct Live {
     parked: std::sync::atomic::AtomicBool,
     /// Set when the session's output quota stopped the job.
     over_quota: std::sync::atomic::AtomicBool,
+    /// The job's log, for events from outside its runner (code-mode's nested tool calls).
+    log: JobLog,
+    /// A PTY job's terminal, once its process runs.
+    terminal: Mutex<Option<Arc<crate::pty::Terminal>>>,
 }
 
 impl Live {
-    fn new(session_id: &str, stdin: Option<mpsc::Sender<Option<Vec<u8>>>>, parked: bool) -> Self {
+    fn new(session_id: &str, stdin: Option<mpsc::Sender<Option<Vec<u8>>>>, parked: bool, log: JobLog) -> Self {
         let (tx, _) = watch::channel(0u64);
         Live {
             next_seq: tx,
@@ -74,6 +92,8 @@ impl Live {
             session_id: session_id.to_string(),
             parked: std::sync::atomic::AtomicBool::new(parked),
             over_quota: std::sync::atomic::AtomicBool::new(false),
+            log,
+            terminal: Mutex::new(None),
         }
     }
 
@@ -141,25 +161,30 @@ impl EventSink for LogSink {
             self.live.over_quota.store(true, std::sync::atomic::Ordering::SeqCst);
             self.live.cancel.cancel();
         }
-        let mut recent = lock(&self.live.recent);
-        match self.log.append(event) {
-            Ok(ev) => {
-                let next = ev.seq + 1;
-                recent.bytes += event_bytes(&ev);
-                recent.events.push_back(ev);
-                while recent.events.len() > RECENT_EVENTS || (recent.bytes > RECENT_BYTES && recent.events.len() > 1) {
-                    if let Some(old) = recent.events.pop_front() {
-                        recent.bytes -= event_bytes(&old);
-                    }
+        append(&self.log, &self.live, &self.job_id, event);
+    }
+}
+
+/// Appends to the durable log, then to the job's in-memory tail, then wakes watchers.
+fn append(log: &JobLog, live: &Live, job_id: &str, event: JobEventKind) {
+    let mut recent = lock(&live.recent);
+    match log.append(event) {
+        Ok(ev) => {
+            let next = ev.seq + 1;
+            recent.bytes += event_bytes(&ev);
+            recent.events.push_back(ev);
+            while recent.events.len() > RECENT_EVENTS || (recent.bytes > RECENT_BYTES && recent.events.len() > 1) {
+                if let Some(old) = recent.events.pop_front() {
+                    recent.bytes -= event_bytes(&old);
                 }
-                drop(recent);
-                self.live.next_seq.send_replace(next);
             }
-            // The log is the source of truth; if it cannot be written the event cannot be
-            // promised to anyone, so it is dropped loudly rather than sent undurably.
-            Err(e) => {
-                tracing::error!(job = %self.job_id, error = %e, "cannot append to the job log")
-            }
+            drop(recent);
+            live.next_seq.send_replace(next);
+        }
+        // The log is the source of truth; if it cannot be written the event cannot be
+        // promised to anyone, so it is dropped loudly rather than sent undurably.
+        Err(e) => {
+            tracing::error!(job = %job_id, error = %e, "cannot append to the job log")
         }
     }
 }
@@ -212,6 +237,11 @@ impl Jobs {
         &self.store
     }
 
+    /// A fresh job id (for work that must know its id before it starts, like code-mode's socket).
+    pub fn new_id() -> String {
+        format!("j_{}", uuid::Uuid::new_v4().simple())
+    }
+
     /// Creates and starts a job, or returns the existing one for the same idempotency key.
     pub fn start(
         &self,
@@ -222,7 +252,21 @@ impl Jobs {
         timeout: Option<Duration>,
         work: Work,
     ) -> Result<(JobRecord, bool), RpcError> {
-        let id = format!("j_{}", uuid::Uuid::new_v4().simple());
+        self.start_with_id(Self::new_id(), session_id, kind, spec, idempotency_key, timeout, work)
+    }
+
+    /// [`Jobs::start`] with an id from [`Jobs::new_id`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_with_id(
+        &self,
+        id: String,
+        session_id: &str,
+        kind: &str,
+        spec: Value,
+        idempotency_key: Option<String>,
+        timeout: Option<Duration>,
+        work: Work,
+    ) -> Result<(JobRecord, bool), RpcError> {
         let rec = JobRecord {
             id: id.clone(),
             session_id: session_id.to_string(),
@@ -244,13 +288,13 @@ impl Jobs {
         // A command job's stdin accepts writes from the moment its id is returned; what arrives
         // before the process has started is queued, not refused.
         let (stdin_tx, stdin_rx) = match &work {
-            Work::Command { .. } => {
+            Work::Command { .. } | Work::Code { .. } | Work::Pty { .. } => {
                 let (t, r) = mpsc::channel::<Option<Vec<u8>>>(16);
                 (Some(t), Some(r))
             }
             Work::Tool { .. } => (None, None),
         };
-        let live = Arc::new(Live::new(session_id, stdin_tx, false));
+        let live = Arc::new(Live::new(session_id, stdin_tx, false, log.clone()));
         lock(&self.live).insert(id.clone(), live.clone());
         self.launch(&id, log, live, work, stdin_rx, timeout);
         Ok((rec, true))
@@ -302,6 +346,33 @@ impl Jobs {
                 Work::Command { spec, launcher } => {
                     run_command(spec, launcher, sink.clone(), live.clone(), stdin_rx, cancel).await
                 }
+                Work::Code { spec, launcher, companion } => {
+                    let exit = run_command(spec, launcher, sink.clone(), live.clone(), stdin_rx, cancel).await;
+                    drop(companion);
+                    exit
+                }
+                Work::Pty { spec, launcher, rows, cols } => {
+                    let l = live.clone();
+                    let started = move |pid: Option<u32>, t: Arc<crate::pty::Terminal>| {
+                        *lock(&l.pid) = pid;
+                        *lock(&l.terminal) = Some(t);
+                    };
+                    let end =
+                        crate::pty::run(&spec, launcher, (rows, cols), sink.clone(), stdin_rx, cancel, started).await;
+                    *lock(&live.stdin) = None;
+                    *lock(&live.pid) = None;
+                    *lock(&live.terminal) = None;
+                    match end {
+                        crate::pty::End::Exited(status) => exit_event(Ok(status)),
+                        crate::pty::End::Cancelled => JobEventKind::Exit {
+                            state: JobState::Killed,
+                            code: None,
+                            signal: Some(live.stop_reason().into()),
+                            error: None,
+                        },
+                        crate::pty::End::Failed(reason) => failed_event(reason),
+                    }
+                }
             };
             if let (Some(w), false) = (this.writes.clone(), before.is_empty()) {
                 let (id, session) = (job_id.clone(), live.session_id.clone());
@@ -346,7 +417,7 @@ impl Jobs {
             .append(JobEventKind::Log { level: "approval".into(), data: request })
             .map_err(|e| internal("writing a job log", e))?;
         log.sync().map_err(|e| internal("writing a job log", e))?;
-        let live = Arc::new(Live::new(session_id, None, true));
+        let live = Arc::new(Live::new(session_id, None, true, log));
         live.next_seq.send_replace(ev.seq + 1);
         lock(&self.live).insert(id, live);
         Ok(rec)
@@ -357,8 +428,10 @@ impl Jobs {
         let parked =
             self.store.jobs_in_state(JobState::AwaitingApproval).map_err(|e| internal("listing parked jobs", e))?;
         for j in &parked {
-            let live = Arc::new(Live::new(&j.session_id, None, true));
-            live.next_seq.send_replace(self.store.log_reader(&j.id).and_then(|mut l| l.next_seq()).unwrap_or(0));
+            let log = self.store.log(&j.id).map_err(|e| internal("opening a job log", e))?;
+            let next = log.next_seq();
+            let live = Arc::new(Live::new(&j.session_id, None, true, log));
+            live.next_seq.send_replace(next);
             lock(&self.live).insert(j.id.clone(), live);
         }
         Ok(parked.len())
@@ -543,9 +616,31 @@ impl Jobs {
         }
     }
 
-    /// Sends a signal to a command job's process group.
+    /// Appends an event to a running job's log from outside its runner; false if it has ended.
+    pub fn emit(&self, job_id: &str, event: JobEventKind) -> bool {
+        let Some(l) = lock(&self.live).get(job_id).cloned() else { return false };
+        append(&l.log, &l, job_id, event);
+        true
+    }
+
+    /// Sets a PTY job's window size (the foreground process group gets SIGWINCH).
+    pub fn resize(&self, job_id: &str, rows: u16, cols: u16) -> Result<(), RpcError> {
+        let t = lock(&self.live).get(job_id).and_then(|l| lock(&l.terminal).clone());
+        let Some(t) = t else {
+            return Err(RpcError::invalid_params("the job has no terminal (not a PTY job, or it ended)"));
+        };
+        t.resize(rows, cols).map_err(|e| internal("resizing a terminal", e))
+    }
+
+    /// Sends a signal to a command job's process group; for a PTY job, to the terminal's
+    /// foreground process group (what ^C at a real terminal reaches).
     pub fn signal(&self, job_id: &str, signal: &str) -> Result<(), RpcError> {
         let sig = parse_signal(signal)?;
+        let terminal = lock(&self.live).get(job_id).and_then(|l| lock(&l.terminal).clone());
+        if let Some(pgrp) = terminal.and_then(|t| t.foreground_group()) {
+            let pgid = nix::unistd::Pid::from_raw(-pgrp);
+            return nix::sys::signal::kill(pgid, sig).map_err(|e| internal("signalling a job", e));
+        }
         let pid = lock(&self.live).get(job_id).and_then(|l| *lock(&l.pid));
         let Some(pid) = pid else {
             return Err(RpcError::invalid_params(
@@ -683,12 +778,7 @@ async fn run_command(
     stdin_rx: Option<mpsc::Receiver<Option<Vec<u8>>>>,
     cancel: CancellationToken,
 ) -> JobEventKind {
-    let failed = |reason: String| JobEventKind::Exit {
-        state: JobState::Failed,
-        code: None,
-        signal: None,
-        error: serde_json::to_value(RpcError::new(ErrorCode::InvalidParams, reason)).ok(),
-    };
+    let failed = failed_event;
     let mut cmd = match launcher.command(&spec) {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot prepare the command: {e}")),
@@ -738,6 +828,22 @@ async fn run_command(
     }
     *lock(&live.stdin) = None;
     *lock(&live.pid) = None;
+    exit_event(status)
+}
+
+/// The exit event of a job whose process could not be run.
+fn failed_event(reason: String) -> JobEventKind {
+    JobEventKind::Exit {
+        state: JobState::Failed,
+        code: None,
+        signal: None,
+        error: serde_json::to_value(RpcError::new(ErrorCode::InvalidParams, reason)).ok(),
+    }
+}
+
+/// The exit event of a process that ended (or could not be waited for).
+fn exit_event(status: std::io::Result<std::process::ExitStatus>) -> JobEventKind {
+    let failed = failed_event;
     match status {
         Ok(st) => {
             use std::os::unix::process::ExitStatusExt;

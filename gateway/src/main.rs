@@ -8,6 +8,7 @@
 
 mod admission;
 mod cli;
+mod codemode;
 mod commands;
 mod config;
 mod dispatch;
@@ -19,6 +20,7 @@ mod jobs;
 mod metrics;
 mod mount;
 mod operators;
+mod pty;
 mod quotas;
 mod registry;
 mod sandboxing;

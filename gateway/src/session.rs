@@ -263,6 +263,44 @@ impl Sessions {
         })
     }
 
+    /// A token for one job's own use (code-mode's SDK): exactly `caps`, which the caller derives
+    /// from the request's effective grants, expiring no later than `expires_ms`. With the token
+    /// the request presented it is an attenuation of that token (so revoking the parent revokes
+    /// it); a bearer session (MCP, no token) gets one minted for the session. Returns the token
+    /// and its id.
+    pub fn job_token(
+        &self,
+        s: &Session,
+        presented: Option<&str>,
+        caps: &CapabilitySet,
+        expires_ms: u64,
+    ) -> Result<(String, String), RpcError> {
+        let expires_ms = expires_ms.min(s.expires_ms);
+        let token = match presented {
+            Some(p) => {
+                let parent = Token::parse(p).map_err(|e| e.to_rpc_error())?;
+                axp_caps::attenuate(&parent, caps, Some(expires_ms.min(parent.expires_ms()))).map_err(|e| {
+                    RpcError::new(ErrorCode::CapabilityDenied, format!("cannot attenuate the token: {e}"))
+                })?
+            }
+            None => {
+                if let Some(c) = s.caps.first_uncovered(caps) {
+                    return Err(RpcError::new(
+                        ErrorCode::CapabilityDenied,
+                        format!("the session does not grant `{c}`"),
+                    ));
+                }
+                self.auth.minter.mint(&s.id, caps, expires_ms)
+            }
+        };
+        Ok((token.to_string(), token.token_id().to_string()))
+    }
+
+    /// Revokes one token id in memory (a job's own token, when the job ends).
+    pub fn revoke_token(&self, token_id: &str) {
+        self.auth.verifier.revoke(token_id);
+    }
+
     pub fn close(&self, id: &str) -> Result<(), RpcError> {
         if let Ok(s) = self.load(id)
             && let Some(root) = &s.token_root

@@ -109,7 +109,9 @@ impl Writes {
     /// workspace of a tool that can write.
     pub fn roots(&self, work: &crate::jobs::Work) -> Vec<PathBuf> {
         match work {
-            crate::jobs::Work::Command { spec, .. } => spec.policy.fs_write.clone(),
+            crate::jobs::Work::Command { spec, .. }
+            | crate::jobs::Work::Code { spec, .. }
+            | crate::jobs::Work::Pty { spec, .. } => spec.policy.fs_write.clone(),
             crate::jobs::Work::Tool { resolved, cwd: Some(ws), .. }
                 if self.tools.iter().any(|g| axp_protocol::capability::glob_matches(g, &resolved.entry.name)) =>
             {

@@ -209,6 +209,10 @@ async fn follow(c: &mut Client, job: &str, from: u64, json_out: bool) -> Result<
                     message.as_ref().map(|m| format!(" {m}")).unwrap_or_default()
                 ),
                 JobEventKind::Log { level, data } => eprintln!("[{level}] {data}"),
+                JobEventKind::ToolCall { tool, ok, code: c, ms, .. } => eprintln!(
+                    "[tool] {tool} {} ({ms} ms)",
+                    if *ok { "ok".to_string() } else { format!("failed {}", c.unwrap_or_default()) }
+                ),
                 JobEventKind::Result { output } => {
                     let text = output.joined_text();
                     if !text.is_empty() {

@@ -209,6 +209,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
             let store = Store::open_with(&dir, options)
                 .with_context(|| format!("cannot open the state dir {}", dir.display()))?;
             let lost = store.mark_running_lost(crate::util::now_ms())?;
+            crate::codemode::clean_stale(&dir);
             if lost > 0 {
                 tracing::warn!(
                     lost,
@@ -252,7 +253,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     };
     let admission = crate::admission::Admission::load(settings.lint.as_ref(), &state_dir.join("axp.lock"))?;
     let gateway =
-        Arc::new(Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission).with_guard(guard));
+        Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission).with_guard(guard).shared();
 
     let launcher = provider_launcher(&tiers)?;
     let nothing_configured = fleet.servers.is_empty()
