@@ -157,9 +157,12 @@ impl EventSink for LogSink {
         if let (Some(m), JobEventKind::Stdout { data } | JobEventKind::Stderr { data }) = (&self.meter, &event)
             && !m.add(data.len() as u64)
         {
-            // Over the session's output quota: stop the job (the log keeps what it wrote).
+            // Over the session's output quota: stop the job, and keep nothing more of its output
+            // (what the process had already written into its pipes is drained and dropped), so
+            // the quota bounds what is stored, not only what is produced after the kill lands.
             self.live.over_quota.store(true, std::sync::atomic::Ordering::SeqCst);
             self.live.cancel.cancel();
+            return;
         }
         append(&self.log, &self.live, &self.job_id, event);
     }
