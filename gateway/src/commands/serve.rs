@@ -66,6 +66,14 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         gw.registry.len(),
         gw.registry.providers().len()
     );
+    eprintln!(
+        "axp: audit log {}",
+        match gw.audit.durability() {
+            axp_audit::Durability::EachAppend => "fsynced before each answer".to_string(),
+            axp_audit::Durability::Interval(d) =>
+                format!("written before each answer, fsynced within {} ms ([audit] sync = \"interval\")", d.as_millis()),
+        }
+    );
     let app = crate::http::router(gw.clone(), prepared.max_body);
     axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
     shutdown(&gw).await;

@@ -80,10 +80,10 @@ impl EgressSettings {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditSettings {
-    /// `interval` (default): a request is answered once its record is written, which survives a
-    /// crash or kill of the gateway; a background fsync makes it survive power loss within
-    /// `sync_interval_ms`. `each`: answered only once the record is fsynced (adds an fsync,
-    /// milliseconds, to every audited request that does not overlap another).
+    /// `each` (default): a request is answered only once its record is fsynced (adds an fsync,
+    /// milliseconds, to every audited request that does not overlap another). `interval`: a
+    /// request is answered once its record is written, which survives a crash or kill of the
+    /// gateway; a background fsync makes it survive power loss within `sync_interval_ms`.
     pub sync: Option<AuditSync>,
     /// The background fsync interval under `sync = "interval"` (default 10, 1..=1000).
     pub sync_interval_ms: Option<u64>,
@@ -99,8 +99,10 @@ pub enum AuditSync {
 impl AuditSettings {
     /// The durability these settings ask for, or an error naming the bad value.
     pub fn durability(&self) -> Result<axp_audit::Durability, String> {
-        match (self.sync.unwrap_or(AuditSync::Interval), self.sync_interval_ms) {
-            (AuditSync::Each, Some(_)) => Err("`audit.sync_interval_ms` only applies to `sync = \"interval\"`".into()),
+        match (self.sync.unwrap_or(AuditSync::Each), self.sync_interval_ms) {
+            (AuditSync::Each, Some(_)) => {
+                Err("`audit.sync_interval_ms` only applies to `sync = \"interval\"` (the default is \"each\")".into())
+            }
             (AuditSync::Each, None) => Ok(axp_audit::Durability::EachAppend),
             (AuditSync::Interval, ms) => match ms.unwrap_or(10) {
                 ms @ 1..=1000 => Ok(axp_audit::Durability::Interval(std::time::Duration::from_millis(ms))),

@@ -161,7 +161,8 @@ async fn a_granted_name_is_reached_through_the_proxy_and_every_attempt_is_audite
         &toml,
         format!(
             "[session]\ncapabilities = [\"tool(*)\", \"proc.spawn\", \"fs.write({ws})\", \"net.connect(*.allowed.test)\"]\n\
-             [egress]\nresolvers = [\"{dns}\"]\ndangerously_allow_private = [\"127.0.0.2/32\"]\n",
+             [egress]\nresolvers = [\"{dns}\"]\ndangerously_allow_private = [\"127.0.0.2/32\"]\n\
+             [audit]\nsync = \"interval\"\n",
             ws = ws.display(),
             dns = dns.addr
         ),
@@ -194,7 +195,8 @@ print(out.stdout.strip() or 'relay-failed: ' + out.stderr.strip()[-200:])
     assert!(out.contains("direct=blocked"), "{out}");
     assert!(out.contains("relay=hello from upstream"), "{out}");
 
-    // The attempts are in the gateway's hash-chained audit log, allowed and denied, with reasons.
+    // The attempts are in the gateway's hash-chained audit log, allowed and denied, with reasons
+    // (written before the answer under `sync = "interval"`, so readable at once).
     let tail = std::process::Command::new(axp())
         .args([
             "audit",
