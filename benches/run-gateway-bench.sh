@@ -9,7 +9,8 @@
 # itself (benches/gateway-bench, its own Cargo project and lock, outside the workspace).
 #
 # Environment: AXP (the axp binary; default $CARGO_TARGET_DIR/release/axp or target/release/axp),
-# BENCH_TARGET_DIR (default target-bench/), PERF_STAT=1 to also run `perf stat` on the gateway.
+# BENCH_TARGET_DIR (default target-bench/), PERF_STAT=1 to also run `perf stat` on the gateway,
+# AUDIT_SYNC=each|interval (the gateway's `[audit] sync`; default: the gateway's default).
 # Arguments are passed to the bench client (`--seq 2000 --clients 8 --per-client 2000 ...`).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -53,9 +54,12 @@ JSON
 
 descendants() { local p; for p in $(pgrep -P "$1" || true); do echo "$p"; descendants "$p"; done; }
 
+: >"$WORK/axp.toml"
+if [ -n "${AUDIT_SYNC:-}" ]; then printf '[audit]\nsync = "%s"\n' "$AUDIT_SYNC" >"$WORK/axp.toml"; fi
+
 # setsid: the gateway leads its own process group, so cleanup can reach all of it at once.
 setsid "$AXP" serve --listen 127.0.0.1:0 --state-dir "$WORK/state" --workspace "$WORK/ws" \
-  --mcp-config "$WORK/fleet.json" </dev/null >"$WORK/axp.out" 2>"$WORK/axp.err" &
+  --config "$WORK/axp.toml" --mcp-config "$WORK/fleet.json" </dev/null >"$WORK/axp.out" 2>"$WORK/axp.err" &
 GW_PID=$!
 URL=
 for _ in $(seq 600); do
@@ -68,6 +72,7 @@ done
 KIDS=$(descendants "$GW_PID")
 
 echo "gateway: $AXP (pid $GW_PID) at $URL; MCP server: node $(node --version) server-everything $(sed -n 's/.*"version": "\(.*\)".*/\1/p' "$(dirname "$EVERYTHING")/../package.json" | head -1)"
+echo "audit sync: ${AUDIT_SYNC:-default}"
 echo "machine: $(nproc) CPUs; load before:$(uptime | sed 's/.*load average//')"
 if [ "${PERF_STAT:-0}" = 1 ] && command -v perf >/dev/null; then
   perf stat -e task-clock,context-switches,cpu-migrations,page-faults -p "$GW_PID" -o "$WORK/perf.txt" &

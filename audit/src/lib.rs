@@ -45,7 +45,7 @@ mod record;
 
 use std::path::PathBuf;
 
-pub use log::{AuditLog, Options, Recovery};
+pub use log::{AuditLog, Durability, Options, Recovery};
 pub use read::{Filter, Head, Problem, Tail, VerifyError, VerifyReport, follow, tail, verify};
 pub use record::{GENESIS_HASH, Kind, Record, canonicalize, digest_json};
 

@@ -31,12 +31,28 @@ pub struct Options {
     pub segment_bytes: u64,
     /// How long to retry the `LOCK` held by another process before [`AuditError::Locked`].
     pub lock_wait: Duration,
+    /// When an append counts as done (default [`Durability::EachAppend`]).
+    pub durability: Durability,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { segment_bytes: 64 * 1024 * 1024, lock_wait: Duration::from_secs(2) }
+        Self { segment_bytes: 64 * 1024 * 1024, lock_wait: Duration::from_secs(2), durability: Durability::EachAppend }
     }
+}
+
+/// When [`AuditLog::append`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// After the record is fsynced and anchored in `HEAD` (group commit): an acknowledged
+    /// record survives power loss. Costs an `fdatasync` per append when appends do not overlap
+    /// (milliseconds on ext4).
+    EachAppend,
+    /// After the record's line is written (`write(2)`): an acknowledged record survives a crash
+    /// or `SIGKILL` of this process at once, and power loss once a background thread has
+    /// fsynced it, at most this long later. A failed background fsync makes every later append
+    /// fail ([`AuditError::Broken`]), so the log never silently stops being durable.
+    Interval(Duration),
 }
 
 /// What [`AuditLog::open`] had to repair.
@@ -73,7 +89,58 @@ struct Inner {
     /// Records known durable, and the open `HEAD` file (rewritten under this lock only).
     synced: Mutex<SyncState>,
     recovery: Option<Recovery>,
+    /// The background fsync thread's signal, under [`Durability::Interval`].
+    flusher: Option<Arc<Flusher>>,
     _lock: File,
+}
+
+/// Wakes the background fsync thread ([`Durability::Interval`]).
+struct Flusher {
+    /// `(dirty, stop)`.
+    state: Mutex<(bool, bool)>,
+    wake: std::sync::Condvar,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(f) = &self.flusher {
+            lock(&f.state).1 = true;
+            f.wake.notify_all();
+            // The last handle is going away: make everything written durable now rather than
+            // leave it to a thread that is about to stop.
+            let next = lock(&self.writer).next_seq;
+            if next > 0 {
+                let _ = sync_inner(self, next - 1);
+            }
+        }
+    }
+}
+
+/// The background fsync loop: sleeps until an append marks the log dirty, waits `interval` so
+/// one fsync covers every append in it, then syncs. Holds only a weak handle, so it never keeps
+/// the log (and its `LOCK`) alive.
+fn flush_loop(inner: std::sync::Weak<Inner>, flusher: Arc<Flusher>, interval: Duration) {
+    loop {
+        {
+            let mut st = lock(&flusher.state);
+            while !st.0 && !st.1 {
+                st = flusher.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
+            if st.1 {
+                return;
+            }
+        }
+        std::thread::sleep(interval);
+        lock(&flusher.state).0 = false;
+        let Some(inner) = inner.upgrade() else { return };
+        let next = lock(&inner.writer).next_seq;
+        if next > 0
+            && let Err(e) = sync_inner(&inner, next - 1)
+        {
+            // `sync_inner` has marked the writer broken: later appends fail loudly.
+            tracing::error!(error = %e, "audit log: background fsync failed; further appends will be refused");
+        }
+    }
 }
 
 /// The append handle. `Send + Sync`, and a clone is an `Arc` clone.
@@ -245,10 +312,17 @@ impl AuditLog {
                 (open_segment(path, false)?, path.clone(), kept, next_seq, last_hash)
             }
         };
+        let interval = match options.durability {
+            Durability::EachAppend => None,
+            Durability::Interval(d) => Some(d),
+        };
+        let flusher =
+            interval.map(|_| Arc::new(Flusher { state: Mutex::new((false, false)), wake: std::sync::Condvar::new() }));
         let log = AuditLog {
             inner: Arc::new(Inner {
                 dir: dir.to_path_buf(),
                 options,
+                flusher: flusher.clone(),
                 writer: Mutex::new(Writer {
                     file: Arc::new(file),
                     path: seg_path,
@@ -262,6 +336,13 @@ impl AuditLog {
                 _lock: lock_file,
             }),
         };
+        if let (Some(f), Some(interval)) = (flusher, interval) {
+            let weak = Arc::downgrade(&log.inner);
+            std::thread::Builder::new()
+                .name("axp-audit-sync".into())
+                .spawn(move || flush_loop(weak, f, interval))
+                .map_err(io_at(dir))?;
+        }
         if let Some(r) = recovery {
             log.append(
                 Kind::AuditRecovered,
@@ -293,12 +374,37 @@ impl AuditLog {
         lock(&self.inner.writer).next_seq
     }
 
-    /// Appends one record and returns once it is durable (fsynced, and anchored in `HEAD`).
-    /// Blocks for an fsync (milliseconds): call it from `spawn_blocking` in async code.
+    /// Appends one record and returns once it is as durable as [`Options::durability`] says:
+    /// fsynced and anchored in `HEAD` (the default; blocks for an fsync, milliseconds: call it
+    /// from `spawn_blocking` in async code), or written and queued for the background fsync.
     pub fn append(&self, kind: Kind, session: Option<&str>, actor: &str, detail: Value) -> Result<Record, AuditError> {
         let record = self.write_line(kind, session, actor, &detail)?;
-        self.sync_through(record.seq)?;
+        match &self.inner.flusher {
+            // Until `HEAD` anchors something, `verify` cannot tell a young log from one whose
+            // `HEAD` was deleted: the first record is always synced inline.
+            Some(_) if lock(&self.inner.synced).count == 0 => self.sync_through(record.seq)?,
+            None => self.sync_through(record.seq)?,
+            Some(f) => {
+                let mut st = lock(&f.state);
+                if !st.0 {
+                    st.0 = true;
+                    f.wake.notify_one();
+                }
+            }
+        }
         Ok(record)
+    }
+
+    /// Makes every record written so far durable now (fsync and `HEAD`), whatever the
+    /// [`Durability`].
+    pub fn sync(&self) -> Result<(), AuditError> {
+        let next = self.next_seq();
+        if next == 0 { Ok(()) } else { self.sync_through(next - 1) }
+    }
+
+    /// The [`Durability`] this log was opened with.
+    pub fn durability(&self) -> Durability {
+        self.inner.options.durability
     }
 
     fn write_line(&self, kind: Kind, session: Option<&str>, actor: &str, detail: &Value) -> Result<Record, AuditError> {
@@ -347,25 +453,30 @@ impl AuditLog {
 
     /// Group commit: returns once record `seq` is fsynced and `HEAD` is at or past it.
     fn sync_through(&self, seq: u64) -> Result<(), AuditError> {
-        let mut synced = lock(&self.inner.synced);
-        if synced.count > seq {
-            return Ok(()); // another thread's fsync covered this record
-        }
-        let (file, next, hash) = {
-            let w = lock(&self.inner.writer);
-            (w.file.clone(), w.next_seq, w.last_hash.clone())
-        };
-        let dir = &self.inner.dir;
-        if let Err(e) = file.sync_data() {
-            // After a failed fsync the kernel may have dropped the dirty pages, and a later fsync
-            // can succeed without them: never acknowledge anything from this handle again.
-            lock(&self.inner.writer).broken = Some(format!("fsync failed: {e}"));
-            return Err(io_at(dir)(e));
-        }
-        write_head(dir, &synced.head, &Head { seq: next - 1, hash })?;
-        synced.count = next;
-        Ok(())
+        sync_inner(&self.inner, seq)
     }
+}
+
+/// [`AuditLog::sync_through`] on the shared state, so `Drop` and the flush thread can call it.
+fn sync_inner(inner: &Inner, seq: u64) -> Result<(), AuditError> {
+    let mut synced = lock(&inner.synced);
+    if synced.count > seq {
+        return Ok(()); // another thread's fsync covered this record
+    }
+    let (file, next, hash) = {
+        let w = lock(&inner.writer);
+        (w.file.clone(), w.next_seq, w.last_hash.clone())
+    };
+    let dir = &inner.dir;
+    if let Err(e) = file.sync_data() {
+        // After a failed fsync the kernel may have dropped the dirty pages, and a later fsync
+        // can succeed without them: never acknowledge anything from this handle again.
+        lock(&inner.writer).broken = Some(format!("fsync failed: {e}"));
+        return Err(io_at(dir)(e));
+    }
+    write_head(dir, &synced.head, &Head { seq: next - 1, hash })?;
+    synced.count = next;
+    Ok(())
 }
 
 /// Rewrites `HEAD` in place: one fixed-size 128-byte `pwrite` at offset 0 (JSON padded with

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use axp_audit::{AuditError, AuditLog, Filter, Kind, Options, Problem, VerifyError, digest_json, follow, tail, verify};
+use axp_audit::{
+    AuditError, AuditLog, Durability, Filter, Kind, Options, Problem, VerifyError, digest_json, follow, tail, verify,
+};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -378,4 +380,29 @@ fn follow_sees_new_records_across_rotation() {
     let got: Vec<u64> = (0..6).map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap().seq).collect();
     assert_eq!(got, vec![2, 4, 6, 8, 10, 12]);
     assert!(std::fs::read_dir(dir.path()).unwrap().count() > 4, "rotation happened");
+}
+
+#[test]
+fn interval_durability_acknowledges_written_records_and_anchors_them_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options { durability: Durability::Interval(Duration::from_millis(5)), ..Options::default() };
+    let log = AuditLog::open_with(dir.path(), options.clone()).unwrap();
+    fill(&log, 10);
+    // Every acknowledged record is in the file at once (it survives a crash of this process)…
+    let report = verify(dir.path()).unwrap();
+    assert_eq!(report.records, 10);
+    // …and the background thread anchors them in HEAD without another append.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while verify(dir.path()).unwrap().head.as_ref().map(|h| h.seq) != Some(9) {
+        assert!(std::time::Instant::now() < deadline, "HEAD never reached record 9");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    fill(&log, 3);
+    // Dropping the last handle syncs what is left, and releases the lock for the next writer.
+    drop(log);
+    let report = verify(dir.path()).unwrap();
+    assert_eq!((report.records, report.unanchored, report.head.map(|h| h.seq)), (13, 0, Some(12)));
+    let again = AuditLog::open_with(dir.path(), options).unwrap();
+    assert_eq!(again.next_seq(), 13);
+    again.sync().unwrap();
 }

@@ -106,6 +106,18 @@ impl Metrics {
     }
 }
 
+/// Called with every record as it is written, after the instance's own audit line is queued:
+/// how a process that embeds the proxy (the gateway) folds its attempts into its own
+/// tamper-evident audit log. It runs on the connection's task, so it must not block for long.
+#[derive(Clone)]
+pub struct Observer(pub std::sync::Arc<dyn Fn(&AuditRecord) + Send + Sync>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer(..)")
+    }
+}
+
 enum Msg {
     Line(Vec<u8>),
     Sync(std::sync::mpsc::Sender<()>),
@@ -117,6 +129,7 @@ pub struct AuditLog {
     tx: std::sync::mpsc::Sender<Msg>,
     /// The counters updated with every record.
     pub metrics: Metrics,
+    observer: Option<Observer>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -162,7 +175,13 @@ impl AuditLog {
         };
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new().name("axp-egress-audit".into()).spawn(move || writer(out, rx))?;
-        Ok(Self { tx, metrics: Metrics::default() })
+        Ok(Self { tx, metrics: Metrics::default(), observer: None })
+    }
+
+    /// Also hands every record to `observer`.
+    pub fn with_observer(mut self, observer: Option<Observer>) -> Self {
+        self.observer = observer;
+        self
     }
 
     /// Queues one record as one line and counts it.
@@ -172,6 +191,9 @@ impl AuditLog {
         let mut line = serde_json::to_vec(&r).unwrap_or_default();
         line.push(b'\n');
         let _ = self.tx.send(Msg::Line(line));
+        if let Some(o) = &self.observer {
+            (o.0)(&r);
+        }
     }
 
     /// Blocks until every record queued so far is written and flushed.

@@ -19,7 +19,7 @@ pub mod proxy;
 pub mod socks;
 pub mod tls;
 
-pub use audit::AuditRecord;
+pub use audit::{AuditRecord, Observer};
 pub use policy::{Cidr, Policy, Rule};
 pub use proxy::{Proxy, ProxyConfig, ProxyError, serve};
 

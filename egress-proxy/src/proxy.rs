@@ -56,6 +56,8 @@ pub struct ProxyConfig {
     pub connect_timeout: Duration,
     /// Largest request head (HTTP) accepted.
     pub max_header_bytes: usize,
+    /// Also receives every audit record (see [`crate::audit::Observer`]).
+    pub observer: Option<crate::audit::Observer>,
 }
 
 impl Default for ProxyConfig {
@@ -72,6 +74,7 @@ impl Default for ProxyConfig {
             idle_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(10),
             max_header_bytes: 32 * 1024,
+            observer: None,
         }
     }
 }
@@ -184,7 +187,8 @@ impl Proxy {
         let mut self_addrs: Vec<SocketAddr> = tcp.iter().filter_map(|l| l.local_addr().ok()).collect();
         self_addrs.extend(metrics.iter().filter_map(|l| l.local_addr().ok()));
         let resolver = build_resolver(&cfg.resolvers)?;
-        let audit = AuditLog::open(cfg.audit.as_deref()).map_err(ProxyError::Audit)?;
+        let audit =
+            AuditLog::open(cfg.audit.as_deref()).map_err(ProxyError::Audit)?.with_observer(cfg.observer.clone());
         let permits = Arc::new(Semaphore::new(cfg.max_connections));
         Ok(Self {
             tcp,

@@ -43,6 +43,17 @@ pub enum Command {
     Audit(crate::commands::audit::AuditCommand),
     /// Install, list, inspect and remove provider plugins (WASM components, native libraries).
     Provider(crate::commands::provider::ProviderArgs),
+    /// Approve a job awaiting an operator (sends a signed single-use envelope).
+    Approve(crate::commands::operator::DecideArgs),
+    /// Deny a job awaiting an operator.
+    Deny(crate::commands::operator::DecideArgs),
+    /// Revoke a capability token and every token attenuated from it.
+    Revoke(crate::commands::operator::RevokeArgs),
+    /// List the jobs awaiting an operator's approval.
+    Pending(crate::commands::operator::PendingArgs),
+    /// Make operator credentials (bearer tokens, signing keys).
+    #[command(subcommand)]
+    Operator(crate::commands::operator::OperatorCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -126,6 +137,9 @@ pub struct ClientArgs {
     /// Print raw JSON.
     #[arg(long)]
     pub json: bool,
+    /// An operator bearer token for opening the session (when the gateway has [[operators]]).
+    #[arg(long = "operator-token", env = "AXP_OPERATOR_TOKEN", hide_env_values = true)]
+    pub operator_token: Option<String>,
 }
 
 #[derive(Debug, Args)]

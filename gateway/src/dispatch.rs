@@ -12,8 +12,8 @@ use std::time::Duration;
 use axp_audit::{AuditLog, Kind, digest_json};
 use axp_protocol::jsonrpc::{Id, Incoming, Notification, Request, Response};
 use axp_protocol::methods::{
-    CommandSpec, DescribeParams, IndexParams, JobAttachParams, JobEventKind, JobRef, JobSignalParams, JobStartParams,
-    JobWriteParams, SessionOpenParams,
+    CommandSpec, DescribeParams, IndexParams, JobAttachParams, JobEventKind, JobRef, JobResizeParams, JobSignalParams,
+    JobStartParams, JobWriteParams, SessionOpenParams,
 };
 use axp_protocol::{Capability, ErrorCode, MCP_PROTOCOL_VERSIONS, RpcError};
 use axp_providers::{ProcessPolicy, ProcessSpec};
@@ -54,6 +54,9 @@ pub struct Ctx {
     pub push: Option<mpsc::UnboundedSender<Push>>,
     /// Set when the request opened a session (the transport returns it as `Mcp-Session-Id`).
     pub opened: Mutex<Option<String>>,
+    /// The operator the transport authenticated (`Authorization: Bearer`, or the local one);
+    /// `None` when operators are configured and the request carries no credential.
+    pub operator: Option<Arc<crate::operators::Operator>>,
 }
 
 impl Ctx {
@@ -75,6 +78,10 @@ pub struct Gateway {
     pub admission: crate::admission::Admission,
     /// MCP request ids of running `tools/call`s, so `notifications/cancelled` finds their job.
     inflight: Mutex<HashMap<(String, String), String>>,
+    /// Operators, approvals and quotas (`guard.rs`).
+    pub guard: crate::guard::Guard,
+    /// This gateway, for tasks that outlive a request (code-mode's SDK sockets); see [`Gateway::shared`].
+    pub(crate) me: std::sync::Weak<Gateway>,
 }
 
 const META_TOOLS: [&str; 3] = ["axp_index", "axp_describe", "axp_call"];
@@ -100,7 +107,50 @@ impl Gateway {
             audit,
             admission,
             inflight: Mutex::new(HashMap::new()),
+            guard: crate::guard::Guard::default(),
+            me: std::sync::Weak::new(),
         }
+    }
+
+    pub fn with_guard(mut self, guard: crate::guard::Guard) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    /// Opens a session for the request's operator, within that operator's ceiling and tiers.
+    fn open_for(
+        &self,
+        ctx: &Ctx,
+        params: SessionOpenParams,
+        id_is_bearer: bool,
+    ) -> Result<axp_protocol::methods::SessionOpenResult, RpcError> {
+        let op = ctx.operator.clone().ok_or_else(|| crate::operators::operator_required("opening a session"))?;
+        op.check_tier(params.sandbox_tier, self.sessions.tiers().default)?;
+        let r = self.sessions.open_as(params, id_is_bearer, op.ceiling.as_ref().map(|c| (op.name.as_str(), c)))?;
+        if id_is_bearer {
+            // Sessions opened implicitly (MCP `initialize`, stateless requests) are audited here,
+            // synchronously: these paths are not async, and an open is rare (once per client).
+            let detail = json!({
+                "workspace": r.workspace, "tier": r.granted_tier, "capabilities": r.capabilities,
+                "via": "mcp", "operator": op.name,
+            });
+            let append = || self.audit.append(Kind::SessionOpen, Some(&r.session_id), "gateway", detail);
+            let written = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(append),
+                _ => append(),
+            };
+            written.map_err(|e| crate::util::internal("writing the audit log", e))?;
+        }
+        Ok(r)
+    }
+
+    /// The gateway behind an `Arc` that knows itself (code-mode serves SDK calls from tasks of
+    /// its own).
+    pub fn shared(mut self) -> Arc<Self> {
+        Arc::new_cyclic(|me| {
+            self.me = me.clone();
+            self
+        })
     }
 
     /// Tells every connected client that the tool list changed.
@@ -158,10 +208,11 @@ impl Gateway {
             "tools/call" => self.tools_call(&req.id, &p, ctx).await,
             "session.open" => {
                 let params: SessionOpenParams = params(&p)?;
-                let r = self.sessions.open(params, false)?;
+                let r = self.open_for(ctx, params, false)?;
                 self.metrics.sessions_opened.inc();
                 self.audit(Kind::SessionOpen, Some(&r.session_id), json!({
-                    "workspace": r.workspace, "tier": r.granted_tier, "capabilities": r.capabilities, "via": "session.open"
+                    "workspace": r.workspace, "tier": r.granted_tier, "capabilities": r.capabilities, "via": "session.open",
+                    "operator": ctx.operator.as_ref().map(|o| o.name.clone()),
                 }))
                 .await?;
                 *ctx.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.session_id.clone());
@@ -216,6 +267,9 @@ impl Gateway {
                 self.describe(&s, &params.name)
             }
             "job.start" => self.job_start(&p, ctx).await,
+            "job.approve" | "job.deny" | "job.pending" | "cap.revoke" => {
+                crate::guard::call(self, &req.method, &p).await
+            }
             "job.attach" => {
                 let s = self.session(&p, ctx)?;
                 let a: JobAttachParams = params(&p)?;
@@ -247,6 +301,14 @@ impl Gateway {
                 let r: JobSignalParams = params(&p)?;
                 self.jobs.get(&s.id, &r.job_id)?;
                 self.jobs.signal(&r.job_id, &r.signal)?;
+                Ok(json!({}))
+            }
+            "job.resize" => {
+                let s = self.session(&p, ctx)?;
+                let r: JobResizeParams = params(&p)?;
+                self.jobs.get(&s.id, &r.job_id)?;
+                crate::pty::check_size(r.rows, r.cols).map_err(RpcError::invalid_params)?;
+                self.jobs.resize(&r.job_id, r.rows, r.cols)?;
                 Ok(json!({}))
             }
             "job.write" => {
@@ -297,7 +359,7 @@ impl Gateway {
             return self.session(p, ctx);
         }
         let params = SessionOpenParams { workspace: None, sandbox_tier: None, capabilities: None, ttl_s: Some(600) };
-        let r = self.sessions.open(params, true)?;
+        let r = self.open_for(ctx, params, true)?;
         *ctx.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.session_id.clone());
         self.sessions.authenticate(Some(&r.session_id), Some(&r.cap_token))
     }
@@ -311,7 +373,7 @@ impl Gateway {
             Some(s) => s,
             None => {
                 let params = SessionOpenParams { workspace: None, sandbox_tier: None, capabilities: None, ttl_s: None };
-                let r = self.sessions.open(params, true)?;
+                let r = self.open_for(ctx, params, true)?;
                 self.metrics.sessions_opened.inc();
                 *ctx.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.session_id.clone());
                 self.sessions.authenticate(Some(&r.session_id), Some(&r.cap_token))?
@@ -477,6 +539,29 @@ impl Gateway {
         idempotency_key: Option<String>,
         timeout: Option<Duration>,
     ) -> Result<JobRecord, RpcError> {
+        let resolved = self.ready_tool(s, name, &arguments)?;
+        self.guard.quotas.admit(&s.id, || self.jobs.live_count(&s.id))?;
+        if self.guard.approvals.required(name, resolved.entry.provider.as_str(), &resolved.entry.spec) {
+            return crate::guard::park(self, s, name, arguments, idempotency_key, timeout, spec);
+        }
+        let (job, _) = self.jobs.start(
+            &s.id,
+            "tool",
+            spec,
+            idempotency_key,
+            timeout,
+            Work::Tool { resolved: Box::new(resolved), arguments, cwd: Some(s.workspace.clone()) },
+        )?;
+        Ok(job)
+    }
+
+    /// A tool the session may call, available and given valid arguments.
+    pub(crate) fn ready_tool(
+        &self,
+        s: &Session,
+        name: &str,
+        arguments: &Map<String, Value>,
+    ) -> Result<crate::registry::Resolved, RpcError> {
         if !s.caps.allows_tool(name) {
             return Err(denied(&format!("tool({name})"), &format!("call `{name}`")));
         }
@@ -492,15 +577,7 @@ impl Gateway {
             ));
         }
         self.registry.validate(&resolved.entry, &Value::Object(arguments.clone()))?;
-        let (job, _) = self.jobs.start(
-            &s.id,
-            "tool",
-            spec,
-            idempotency_key,
-            timeout,
-            Work::Tool { resolved: Box::new(resolved), arguments, cwd: Some(s.workspace.clone()) },
-        )?;
-        Ok(job)
+        Ok(resolved)
     }
 
     async fn job_start(&self, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
@@ -512,8 +589,8 @@ impl Gateway {
         if given != 1 {
             return Err(RpcError::invalid_params("give exactly one of `command`, `code` or `tool`"));
         }
-        if params.pty.is_some() {
-            return Err(RpcError::invalid_params("PTY jobs are not available in this build yet"));
+        if params.pty.is_some() && params.command.is_none() {
+            return Err(RpcError::invalid_params("`pty` goes with `command` (a terminal for a program you start)"));
         }
         let job = if let Some(tool) = &params.tool {
             let arguments = params.arguments.clone().unwrap_or_default();
@@ -532,10 +609,23 @@ impl Gateway {
             )
             .await?;
             job
+        } else if let Some(code) = &params.code {
+            let presented =
+                p.get("cap_token").and_then(Value::as_str).map(str::to_string).or_else(|| ctx.token.clone());
+            if !s.caps.allows_spawn() {
+                return Err(denied("proc.spawn", "run a program"));
+            }
+            self.guard.quotas.admit(&s.id, || self.jobs.live_count(&s.id))?;
+            let job = crate::codemode::start(self, &s, presented.as_deref(), code, &params, timeout)?;
+            self.audit(
+                Kind::Command,
+                Some(&s.id),
+                json!({"job_id": job.id, "code": job.spec.get("code"), "cwd": job.spec.get("cwd")}),
+            )
+            .await?;
+            job
         } else {
-            return Err(RpcError::invalid_params(
-                "code-mode jobs are not available in this build yet; run the interpreter as a `command` instead",
-            ));
+            return Err(RpcError::invalid_params("give exactly one of `command`, `code` or `tool`"));
         };
         if params.wait == Some(true) {
             let out = self.follow(&job, ctx, None).await?;
@@ -551,9 +641,7 @@ impl Gateway {
         params: &JobStartParams,
         timeout: Option<Duration>,
     ) -> Result<JobRecord, RpcError> {
-        if !s.caps.allows_spawn() {
-            return Err(denied("proc.spawn", "start a command"));
-        }
+        self.guard.quotas.admit(&s.id, || self.jobs.live_count(&s.id))?;
         let argv = match command {
             CommandSpec::Argv(v) if !v.is_empty() => v.clone(),
             CommandSpec::Argv(_) => {
@@ -561,6 +649,35 @@ impl Gateway {
             }
             CommandSpec::Shell(sh) => vec!["/bin/sh".into(), "-c".into(), sh.clone()],
         };
+        let spec = self.command_spec(s, argv.clone(), params)?;
+        let launcher = self.sessions.tiers().launcher(s.tier)?;
+        let mut record = json!({"command": argv, "cwd": spec.cwd, "origin": "axp"});
+        let work = match &params.pty {
+            None => Work::Command { spec, launcher },
+            Some(pty) => {
+                if !s.caps.allows_pty() {
+                    return Err(denied("pty.open", "give a job a terminal"));
+                }
+                crate::pty::check_size(pty.rows, pty.cols).map_err(RpcError::invalid_params)?;
+                record["pty"] = json!({"rows": pty.rows, "cols": pty.cols});
+                Work::Pty { spec, launcher, rows: pty.rows, cols: pty.cols }
+            }
+        };
+        let (job, _) = self.jobs.start(&s.id, "command", record, params.idempotency_key.clone(), timeout, work)?;
+        Ok(job)
+    }
+
+    /// The process of a command or code-mode job: `argv` in the session's workspace (or a `cwd`
+    /// inside it), with the session's environment and sandbox policy. Needs `proc.spawn`.
+    pub(crate) fn command_spec(
+        &self,
+        s: &Session,
+        argv: Vec<String>,
+        params: &JobStartParams,
+    ) -> Result<ProcessSpec, RpcError> {
+        if !s.caps.allows_spawn() {
+            return Err(denied("proc.spawn", "start a command"));
+        }
         let cwd = resolve_cwd(&s.workspace, params.cwd.as_deref());
         let cwd_str = cwd.to_string_lossy();
         if cwd_str.split('/').any(|c| c == "..")
@@ -578,24 +695,13 @@ impl Gateway {
             };
             env.insert(k.clone(), v.to_string());
         }
-        let launcher = self.sessions.tiers().launcher(s.tier)?;
-        let spec = ProcessSpec {
+        Ok(ProcessSpec {
             program: argv[0].clone(),
             args: argv[1..].to_vec(),
             env,
             cwd: Some(cwd),
             policy: session_policy(s, &self.options.extra_read),
-        };
-        let record = json!({"command": argv, "cwd": spec.cwd, "origin": "axp"});
-        let (job, _) = self.jobs.start(
-            &s.id,
-            "command",
-            record,
-            params.idempotency_key.clone(),
-            timeout,
-            Work::Command { spec, launcher },
-        )?;
-        Ok(job)
+        })
     }
 
     pub fn job_status(&self, j: &JobRecord) -> Value {
@@ -658,6 +764,13 @@ impl Gateway {
     /// Appends one audit record and waits until it is durable; a request whose record cannot
     /// be written fails rather than going unrecorded.
     pub async fn audit(&self, kind: Kind, session: Option<&str>, detail: Value) -> Result<(), RpcError> {
+        if self.audit.durability() != axp_audit::Durability::EachAppend {
+            // Only a `write(2)` into the page cache: not worth a hop to the blocking pool.
+            self.audit
+                .append(kind, session, "gateway", detail)
+                .map_err(|e| crate::util::internal("writing the audit log", e))?;
+            return Ok(());
+        }
         let log = self.audit.clone();
         let session = session.map(str::to_string);
         tokio::task::spawn_blocking(move || log.append(kind, session.as_deref(), "gateway", detail))
@@ -698,7 +811,7 @@ pub fn base_env(workspace: &Path) -> std::collections::BTreeMap<String, String> 
     .collect()
 }
 
-fn denied(grant: &str, what: &str) -> RpcError {
+pub(crate) fn denied(grant: &str, what: &str) -> RpcError {
     RpcError::new(
         ErrorCode::CapabilityDenied,
         format!("the session's token does not grant `{grant}`, needed to {what}"),

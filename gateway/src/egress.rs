@@ -12,23 +12,51 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use axp_egress_proxy::{Policy, Proxy, ProxyConfig, Rule};
+use axp_egress_proxy::{Cidr, Observer, Policy, Proxy, ProxyConfig, Rule};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 /// The port the forwarder listens on inside every sandbox.
 pub const SANDBOX_PROXY_PORT: u16 = 3128;
 
+/// Operator settings every proxy instance shares (`[egress]` in axp.toml).
+#[derive(Debug, Clone, Default)]
+pub struct EgressOptions {
+    /// DNS servers the proxies ask; empty means the system's (`/etc/resolv.conf`).
+    pub resolvers: Vec<std::net::SocketAddr>,
+    /// Networks exempt from the private/loopback/metadata address check (labs and tests only).
+    pub dangerously_allow_private: Vec<Cidr>,
+}
+
 #[derive(Debug)]
 pub struct Egress {
     dir: PathBuf,
+    options: EgressOptions,
     running: Mutex<HashMap<String, PathBuf>>,
+    /// Receives every proxy's audit records (set once the gateway's audit log is open).
+    observer: Mutex<Option<Observer>>,
     shutdown: CancellationToken,
 }
 
 impl Egress {
     pub fn new(dir: PathBuf) -> Self {
-        Self { dir, running: Mutex::new(HashMap::new()), shutdown: CancellationToken::new() }
+        Self::with_options(dir, EgressOptions::default())
+    }
+
+    pub fn with_options(dir: PathBuf, options: EgressOptions) -> Self {
+        Self {
+            dir,
+            options,
+            running: Mutex::new(HashMap::new()),
+            observer: Mutex::new(None),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// Hands every attempt of proxies started from now on to `observer` as well as to their
+    /// own audit files. The gateway sets this before any sandboxed process can start.
+    pub fn set_observer(&self, observer: Observer) {
+        *self.observer.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(observer);
     }
 
     /// The socket of a proxy enforcing exactly `rules` (`host[:port]`, `*.domain`), started on
@@ -51,8 +79,14 @@ impl Egress {
         let sock = self.dir.join(format!("{key}.sock"));
         let cfg = ProxyConfig {
             listen_unix: vec![sock.clone()],
-            policy: Policy { allow, ..Policy::default() },
+            policy: Policy {
+                allow,
+                dangerously_allow_private: self.options.dangerously_allow_private.clone(),
+                ..Policy::default()
+            },
+            resolvers: self.options.resolvers.clone(),
             audit: Some(self.dir.join(format!("{key}.jsonl"))),
+            observer: self.observer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
             ..ProxyConfig::default()
         };
         let handle = tokio::runtime::Handle::try_current()

@@ -51,14 +51,53 @@ fn ctx_from(headers: &HeaderMap) -> Ctx {
     Ctx { session_id: h(SESSION_HEADER), token: h(CAP_HEADER), ..Ctx::default() }
 }
 
+/// The request's context with its operator (`Authorization: Bearer`), or the 401 to send: an
+/// unknown or malformed credential is refused, never ignored.
+fn authed_ctx(gw: &Gateway, headers: &HeaderMap) -> Result<Ctx, Box<HttpResponse>> {
+    let mut ctx = ctx_from(headers);
+    let auth = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    ctx.operator =
+        gw.guard.operators.authenticate(auth).map_err(|e| Box::new(rpc_error(StatusCode::UNAUTHORIZED, e)))?;
+    Ok(ctx)
+}
+
+/// DNS rebinding's other half: a page on `evil.example` whose name now resolves to 127.0.0.1
+/// sends `Host: evil.example`. In zero-config local mode (no operator credentials, loopback
+/// only) the Host must be a loopback name; with operators configured, credentials guard it.
+fn host_allowed(gw: &Gateway, headers: &HeaderMap) -> bool {
+    if gw.guard.operators.configured() {
+        return true;
+    }
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    is_loopback_authority(host)
+}
+
 /// DNS-rebinding protection the MCP spec asks of local servers: a browser page from another
 /// origin must not drive the gateway. Requests without `Origin` (non-browser clients) pass.
 fn origin_allowed(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
         return true;
     };
-    let host = origin.split("://").nth(1).unwrap_or("").split(['/', ':']).next().unwrap_or("");
-    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+    let authority = origin.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("");
+    is_loopback_authority(authority)
+}
+
+/// `localhost` or a loopback IP literal, with or without a port (`[::1]:7878`).
+fn is_loopback_authority(authority: &str) -> bool {
+    let name = if authority.starts_with('[') {
+        authority.split(']').next().map(|h| format!("{h}]")).unwrap_or_default()
+    } else {
+        authority.split(':').next().unwrap_or("").to_string()
+    };
+    let name = name.to_ascii_lowercase();
+    name == "localhost"
+        || name
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn json_response(status: StatusCode, body: &impl serde::Serialize, session: Option<String>) -> HttpResponse {
@@ -81,6 +120,19 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
             RpcError::new(ErrorCode::Unauthorized, "requests from this Origin are not allowed"),
         );
     }
+    if !host_allowed(&st.gw, &headers) {
+        return rpc_error(
+            StatusCode::FORBIDDEN,
+            RpcError::new(
+                ErrorCode::Unauthorized,
+                "this gateway answers only to a loopback Host (DNS-rebinding protection)",
+            ),
+        );
+    }
+    let ctx = match authed_ctx(&st.gw, &headers) {
+        Ok(c) => c,
+        Err(resp) => return *resp,
+    };
     let bytes: Bytes = match axum::body::to_bytes(body, st.max_body).await {
         Ok(b) => b,
         Err(_) => {
@@ -98,7 +150,6 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
         Ok(m) => m,
         Err(resp) => return json_response(StatusCode::BAD_REQUEST, &resp, None),
     };
-    let ctx = ctx_from(&headers);
     let Incoming::Request(req) = msg else {
         st.gw.handle(msg, &ctx).await;
         return StatusCode::ACCEPTED.into_response();
@@ -210,10 +261,13 @@ async fn replay(
 }
 
 async fn get_stream(State(st): State<AppState>, headers: HeaderMap) -> HttpResponse {
-    if !origin_allowed(&headers) {
+    if !origin_allowed(&headers) || !host_allowed(&st.gw, &headers) {
         return StatusCode::FORBIDDEN.into_response();
     }
-    let ctx = ctx_from(&headers);
+    let ctx = match authed_ctx(&st.gw, &headers) {
+        Ok(c) => c,
+        Err(resp) => return *resp,
+    };
     let session = match st.gw.resume_session(&ctx) {
         Ok(s) => s,
         Err(e) => return rpc_error(StatusCode::NOT_FOUND, e),
@@ -252,7 +306,13 @@ async fn get_stream(State(st): State<AppState>, headers: HeaderMap) -> HttpRespo
 }
 
 async fn delete(State(st): State<AppState>, headers: HeaderMap) -> HttpResponse {
-    let ctx = ctx_from(&headers);
+    if !origin_allowed(&headers) || !host_allowed(&st.gw, &headers) {
+        return StatusCode::FORBIDDEN.into_response();
+    }
+    let ctx = match authed_ctx(&st.gw, &headers) {
+        Ok(c) => c,
+        Err(resp) => return *resp,
+    };
     match st.gw.resume_session(&ctx).and_then(|s| st.gw.sessions.close(&s.id)) {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => rpc_error(StatusCode::NOT_FOUND, e),

@@ -5,7 +5,7 @@
 //! stops it. This module runs jobs and answers job queries; it does not check capabilities
 //! (the dispatcher does, before it calls in).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -34,21 +34,112 @@ pub enum Work {
         spec: ProcessSpec,
         launcher: Arc<dyn Launcher>,
     },
+    /// A code-mode job: a command plus what serves its SDK (`crate::codemode`), which is
+    /// dropped — socket closed, token revoked — when the process ends.
+    Code {
+        spec: ProcessSpec,
+        launcher: Arc<dyn Launcher>,
+        companion: Box<dyn Send + Sync>,
+    },
+    /// A command on a pseudo-terminal (`crate::pty`).
+    Pty {
+        spec: ProcessSpec,
+        launcher: Arc<dyn Launcher>,
+        rows: u16,
+        cols: u16,
+    },
 }
 
-/// A running job's handles. Dropped when the job ends.
+/// A running job's handles. Kept a little after the job ends (see [`FINISHED_KEPT`]) so the
+/// last readers of a just-finished job are still served from memory.
 struct Live {
     /// The next seq to be written; watchers wake on every append.
     next_seq: watch::Sender<u64>,
+    /// The job's latest events, already durable in its log: attaching near the head (every
+    /// `tools/call` waiting for its result, every streaming client) reads them from here
+    /// instead of from disk. Appends go through this lock, so it is always in seq order.
+    recent: Mutex<Recent>,
+    /// Set once the exit event is in the log and the job's end is recorded.
+    finished: std::sync::atomic::AtomicBool,
     cancel: CancellationToken,
     stdin: Mutex<Option<mpsc::Sender<Option<Vec<u8>>>>>,
     pid: Mutex<Option<u32>>,
     timed_out: std::sync::atomic::AtomicBool,
+    /// The session the job belongs to (per-session quotas count live jobs).
+    session_id: String,
+    /// Set while the job waits for an operator (`awaiting_approval`); whoever clears it first
+    /// (approve, deny, cancel) decides the job.
+    parked: std::sync::atomic::AtomicBool,
+    /// Set when the session's output quota stopped the job.
+    over_quota: std::sync::atomic::AtomicBool,
+    /// The job's log, for events from outside its runner (code-mode's nested tool calls).
+    log: JobLog,
+    /// A PTY job's terminal, once its process runs.
+    terminal: Mutex<Option<Arc<crate::pty::Terminal>>>,
 }
 
 impl Live {
+    fn new(session_id: &str, stdin: Option<mpsc::Sender<Option<Vec<u8>>>>, parked: bool, log: JobLog) -> Self {
+        let (tx, _) = watch::channel(0u64);
+        Live {
+            next_seq: tx,
+            recent: Mutex::default(),
+            finished: std::sync::atomic::AtomicBool::new(false),
+            cancel: CancellationToken::new(),
+            stdin: Mutex::new(stdin),
+            pid: Mutex::new(None),
+            timed_out: std::sync::atomic::AtomicBool::new(false),
+            session_id: session_id.to_string(),
+            parked: std::sync::atomic::AtomicBool::new(parked),
+            over_quota: std::sync::atomic::AtomicBool::new(false),
+            log,
+            terminal: Mutex::new(None),
+        }
+    }
+
     fn stop_reason(&self) -> &'static str {
-        if self.timed_out.load(std::sync::atomic::Ordering::SeqCst) { "timeout" } else { "cancel" }
+        if self.over_quota.load(std::sync::atomic::Ordering::SeqCst) {
+            "quota"
+        } else if self.timed_out.load(std::sync::atomic::Ordering::SeqCst) {
+            "timeout"
+        } else {
+            "cancel"
+        }
+    }
+
+    /// Events from `from_seq` if memory still holds all of them, else `None` (read the log).
+    fn read_recent(&self, from_seq: u64, limit: usize) -> Option<Vec<JobEvent>> {
+        let recent = lock(&self.recent);
+        let first = recent.events.front().map_or(*self.next_seq.borrow(), |e| e.seq);
+        if from_seq < first {
+            return None;
+        }
+        Some(recent.events.iter().filter(|e| e.seq >= from_seq).take(limit).cloned().collect())
+    }
+}
+
+/// The bounded tail of a job's events held in memory (see [`Live::recent`]).
+#[derive(Default)]
+struct Recent {
+    events: VecDeque<JobEvent>,
+    bytes: usize,
+}
+
+/// Recently finished jobs, oldest first.
+type Finished = VecDeque<(String, Arc<Live>)>;
+
+/// At most this many events…
+const RECENT_EVENTS: usize = 256;
+/// …and about this many bytes of output per job are held in memory; older events are read back
+/// from the log.
+const RECENT_BYTES: usize = 1024 * 1024;
+/// How many finished jobs keep their in-memory tail for late readers.
+const FINISHED_KEPT: usize = 256;
+
+fn event_bytes(e: &JobEvent) -> usize {
+    match &e.kind {
+        JobEventKind::Stdout { data } | JobEventKind::Stderr { data } => data.len() + 64,
+        _ => 256,
     }
 }
 
@@ -57,19 +148,46 @@ struct LogSink {
     log: JobLog,
     live: Arc<Live>,
     job_id: String,
+    /// The session's output quota, when one is configured.
+    meter: Option<Arc<crate::quotas::OutputMeter>>,
 }
 
 impl EventSink for LogSink {
     fn emit(&self, event: JobEventKind) {
-        match self.log.append(event) {
-            Ok(ev) => {
-                self.live.next_seq.send_replace(ev.seq + 1);
+        if let (Some(m), JobEventKind::Stdout { data } | JobEventKind::Stderr { data }) = (&self.meter, &event)
+            && !m.add(data.len() as u64)
+        {
+            // Over the session's output quota: stop the job, and keep nothing more of its output
+            // (what the process had already written into its pipes is drained and dropped), so
+            // the quota bounds what is stored, not only what is produced after the kill lands.
+            self.live.over_quota.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.live.cancel.cancel();
+            return;
+        }
+        append(&self.log, &self.live, &self.job_id, event);
+    }
+}
+
+/// Appends to the durable log, then to the job's in-memory tail, then wakes watchers.
+fn append(log: &JobLog, live: &Live, job_id: &str, event: JobEventKind) {
+    let mut recent = lock(&live.recent);
+    match log.append(event) {
+        Ok(ev) => {
+            let next = ev.seq + 1;
+            recent.bytes += event_bytes(&ev);
+            recent.events.push_back(ev);
+            while recent.events.len() > RECENT_EVENTS || (recent.bytes > RECENT_BYTES && recent.events.len() > 1) {
+                if let Some(old) = recent.events.pop_front() {
+                    recent.bytes -= event_bytes(&old);
+                }
             }
-            // The log is the source of truth; if it cannot be written the event cannot be
-            // promised to anyone, so it is dropped loudly rather than sent undurably.
-            Err(e) => {
-                tracing::error!(job = %self.job_id, error = %e, "cannot append to the job log")
-            }
+            drop(recent);
+            live.next_seq.send_replace(next);
+        }
+        // The log is the source of truth; if it cannot be written the event cannot be
+        // promised to anyone, so it is dropped loudly rather than sent undurably.
+        Err(e) => {
+            tracing::error!(job = %job_id, error = %e, "cannot append to the job log")
         }
     }
 }
@@ -78,7 +196,12 @@ impl EventSink for LogSink {
 pub struct Jobs {
     store: Store,
     live: Arc<Mutex<HashMap<String, Arc<Live>>>>,
+    /// The last [`FINISHED_KEPT`] jobs to end, oldest first, with their in-memory tails.
+    finished: Arc<Mutex<Finished>>,
     metrics: Arc<crate::metrics::Metrics>,
+    quotas: Arc<crate::quotas::Quotas>,
+    /// Audits files written by jobs (`writes.rs`), when set.
+    writes: Option<Arc<crate::writes::Writes>>,
 }
 
 /// What `job.attach` returns to a non-streaming client.
@@ -93,11 +216,33 @@ const MAX_ATTACH_BATCH: usize = 1000;
 
 impl Jobs {
     pub fn new(store: Store, metrics: Arc<crate::metrics::Metrics>) -> Self {
-        Self { store, live: Arc::default(), metrics }
+        Self { store, live: Arc::default(), finished: Arc::default(), metrics, quotas: Arc::default(), writes: None }
+    }
+
+    /// Records the files every job writes in the audit log (`writes.rs`).
+    pub fn with_writes(mut self, writes: Arc<crate::writes::Writes>) -> Self {
+        self.writes = Some(writes);
+        self
+    }
+
+    /// Applies per-session output quotas to every job started from now on.
+    pub fn with_quotas(mut self, quotas: Arc<crate::quotas::Quotas>) -> Self {
+        self.quotas = quotas;
+        self
+    }
+
+    /// Jobs of `session_id` that are running or awaiting approval in this gateway.
+    pub fn live_count(&self, session_id: &str) -> usize {
+        lock(&self.live).values().filter(|l| l.session_id == session_id).count()
     }
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// A fresh job id (for work that must know its id before it starts, like code-mode's socket).
+    pub fn new_id() -> String {
+        format!("j_{}", uuid::Uuid::new_v4().simple())
     }
 
     /// Creates and starts a job, or returns the existing one for the same idempotency key.
@@ -110,7 +255,21 @@ impl Jobs {
         timeout: Option<Duration>,
         work: Work,
     ) -> Result<(JobRecord, bool), RpcError> {
-        let id = format!("j_{}", uuid::Uuid::new_v4().simple());
+        self.start_with_id(Self::new_id(), session_id, kind, spec, idempotency_key, timeout, work)
+    }
+
+    /// [`Jobs::start`] with an id from [`Jobs::new_id`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_with_id(
+        &self,
+        id: String,
+        session_id: &str,
+        kind: &str,
+        spec: Value,
+        idempotency_key: Option<String>,
+        timeout: Option<Duration>,
+        work: Work,
+    ) -> Result<(JobRecord, bool), RpcError> {
         let rec = JobRecord {
             id: id.clone(),
             session_id: session_id.to_string(),
@@ -129,30 +288,46 @@ impl Jobs {
             Created::New => {}
         }
         let log = self.store.log(&id).map_err(|e| internal("opening a job log", e))?;
-        let (tx, _) = watch::channel(0u64);
         // A command job's stdin accepts writes from the moment its id is returned; what arrives
         // before the process has started is queued, not refused.
         let (stdin_tx, stdin_rx) = match &work {
-            Work::Command { .. } => {
+            Work::Command { .. } | Work::Code { .. } | Work::Pty { .. } => {
                 let (t, r) = mpsc::channel::<Option<Vec<u8>>>(16);
                 (Some(t), Some(r))
             }
             Work::Tool { .. } => (None, None),
         };
-        let live = Arc::new(Live {
-            next_seq: tx,
-            cancel: CancellationToken::new(),
-            stdin: Mutex::new(stdin_tx),
-            pid: Mutex::new(None),
-            timed_out: std::sync::atomic::AtomicBool::new(false),
-        });
+        let live = Arc::new(Live::new(session_id, stdin_tx, false, log.clone()));
         lock(&self.live).insert(id.clone(), live.clone());
+        self.launch(&id, log, live, work, stdin_rx, timeout);
+        Ok((rec, true))
+    }
+
+    /// Runs `work` as job `id` (a new job, or a parked one just approved).
+    fn launch(
+        &self,
+        id: &str,
+        log: JobLog,
+        live: Arc<Live>,
+        work: Work,
+        stdin_rx: Option<mpsc::Receiver<Option<Vec<u8>>>>,
+        timeout: Option<Duration>,
+    ) {
         self.metrics.jobs_started.inc();
         self.metrics.jobs_running.add(1);
-        let sink = Arc::new(LogSink { log, live: live.clone(), job_id: id.clone() });
+        let meter = self.quotas.output_meter(&live.session_id);
+        let sink = Arc::new(LogSink { log, live: live.clone(), job_id: id.to_string(), meter });
         let this = self.clone();
-        let job_id = id.clone();
+        let job_id = id.to_string();
+        let roots = self.writes.as_ref().map(|w| w.roots(&work)).unwrap_or_default();
         tokio::spawn(async move {
+            let before = if roots.is_empty() {
+                Vec::new()
+            } else {
+                tokio::task::spawn_blocking(move || roots.iter().map(|r| crate::writes::Snapshot::take(r)).collect())
+                    .await
+                    .unwrap_or_default()
+            };
             let cancel = live.cancel.clone();
             if let Some(t) = timeout {
                 let c = cancel.clone();
@@ -174,13 +349,151 @@ impl Jobs {
                 Work::Command { spec, launcher } => {
                     run_command(spec, launcher, sink.clone(), live.clone(), stdin_rx, cancel).await
                 }
+                Work::Code { spec, launcher, companion } => {
+                    let exit = run_command(spec, launcher, sink.clone(), live.clone(), stdin_rx, cancel).await;
+                    drop(companion);
+                    exit
+                }
+                Work::Pty { spec, launcher, rows, cols } => {
+                    let l = live.clone();
+                    let started = move |pid: Option<u32>, t: Arc<crate::pty::Terminal>| {
+                        *lock(&l.pid) = pid;
+                        *lock(&l.terminal) = Some(t);
+                    };
+                    let end =
+                        crate::pty::run(&spec, launcher, (rows, cols), sink.clone(), stdin_rx, cancel, started).await;
+                    *lock(&live.stdin) = None;
+                    *lock(&live.pid) = None;
+                    *lock(&live.terminal) = None;
+                    match end {
+                        crate::pty::End::Exited(status) => exit_event(Ok(status)),
+                        crate::pty::End::Cancelled => JobEventKind::Exit {
+                            state: JobState::Killed,
+                            code: None,
+                            signal: Some(live.stop_reason().into()),
+                            error: None,
+                        },
+                        crate::pty::End::Failed(reason) => failed_event(reason),
+                    }
+                }
             };
+            if let (Some(w), false) = (this.writes.clone(), before.is_empty()) {
+                let (id, session) = (job_id.clone(), live.session_id.clone());
+                let _ = tokio::task::spawn_blocking(move || w.record(&id, &session, &before)).await;
+            }
             this.finish(&job_id, &sink, exit);
         });
-        Ok((rec, true))
     }
 
-    fn finish(&self, job_id: &str, sink: &LogSink, exit: JobEventKind) {
+    /// Records a job that must wait for an operator: state `awaiting_approval`, the request as
+    /// the first event of its log, and a live entry so attached clients wait for the decision.
+    /// Nothing runs until [`Jobs::resume`]. Returns the existing job for a repeated
+    /// idempotency key.
+    pub fn park(
+        &self,
+        session_id: &str,
+        kind: &str,
+        spec: Value,
+        idempotency_key: Option<String>,
+        request: Value,
+    ) -> Result<JobRecord, RpcError> {
+        let id = format!("j_{}", uuid::Uuid::new_v4().simple());
+        let rec = JobRecord {
+            id: id.clone(),
+            session_id: session_id.to_string(),
+            kind: kind.to_string(),
+            spec,
+            state: JobState::AwaitingApproval,
+            exit_code: None,
+            signal: None,
+            error: None,
+            created_ms: now_ms(),
+            ended_ms: None,
+            idempotency_key,
+        };
+        match self.store.create_job(&rec).map_err(|e| internal("recording a job", e))? {
+            Created::Existing(existing) => return Ok(existing),
+            Created::New => {}
+        }
+        let log = self.store.log(&id).map_err(|e| internal("opening a job log", e))?;
+        let ev = log
+            .append(JobEventKind::Log { level: "approval".into(), data: request })
+            .map_err(|e| internal("writing a job log", e))?;
+        log.sync().map_err(|e| internal("writing a job log", e))?;
+        let live = Arc::new(Live::new(session_id, None, true, log));
+        live.next_seq.send_replace(ev.seq + 1);
+        lock(&self.live).insert(id, live);
+        Ok(rec)
+    }
+
+    /// After a restart: parked jobs get their live entry back, so attached clients wait.
+    pub fn adopt_parked(&self) -> Result<usize, RpcError> {
+        let parked =
+            self.store.jobs_in_state(JobState::AwaitingApproval).map_err(|e| internal("listing parked jobs", e))?;
+        for j in &parked {
+            let log = self.store.log(&j.id).map_err(|e| internal("opening a job log", e))?;
+            let next = log.next_seq();
+            let live = Arc::new(Live::new(&j.session_id, None, true, log));
+            live.next_seq.send_replace(next);
+            lock(&self.live).insert(j.id.clone(), live);
+        }
+        Ok(parked.len())
+    }
+
+    /// Claims the decision on a parked job: succeeds for the first caller only (approve, deny
+    /// and cancel race through here), who must then [`Jobs::resume`], [`Jobs::fail_parked`] or
+    /// [`Jobs::release_parked`] it.
+    pub fn claim_parked(&self, job_id: &str) -> Result<(), RpcError> {
+        let live = lock(&self.live).get(job_id).cloned();
+        match live {
+            Some(l) if l.parked.swap(false, std::sync::atomic::Ordering::SeqCst) => Ok(()),
+            _ => Err(not_parked(job_id)),
+        }
+    }
+
+    /// Gives a claimed job back (its decision could not be recorded).
+    pub fn release_parked(&self, job_id: &str) {
+        if let Some(l) = lock(&self.live).get(job_id) {
+            l.parked.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn claimed_live(&self, job_id: &str) -> Result<Arc<Live>, RpcError> {
+        lock(&self.live).get(job_id).cloned().ok_or_else(|| not_parked(job_id))
+    }
+
+    /// Starts a claimed parked job's work (its approval).
+    pub fn resume(&self, job: &JobRecord, work: Work, timeout: Option<Duration>) -> Result<(), RpcError> {
+        let live = self.claimed_live(&job.id)?;
+        if let Err(e) = self.store.set_job_state(&job.id, JobState::Running, None, None, None, None) {
+            live.parked.store(true, std::sync::atomic::Ordering::SeqCst);
+            return Err(internal("recording an approval", e));
+        }
+        let log = self.store.log(&job.id).map_err(|e| internal("opening a job log", e))?;
+        self.launch(&job.id, log, live, work, None, timeout);
+        Ok(())
+    }
+
+    /// Ends a claimed parked job without running it (denied, cancelled, or impossible to run).
+    pub fn fail_parked(&self, job_id: &str, state: JobState, error: RpcError) -> Result<(), RpcError> {
+        let live = self.claimed_live(job_id)?;
+        let log = self.store.log(job_id).map_err(|e| internal("opening a job log", e))?;
+        let sink = LogSink { log, live, job_id: job_id.to_string(), meter: None };
+        self.metrics.jobs_running.add(1);
+        self.finish(
+            job_id,
+            &sink,
+            JobEventKind::Exit { state, code: None, signal: None, error: serde_json::to_value(error).ok() },
+        );
+        Ok(())
+    }
+
+    fn finish(&self, job_id: &str, sink: &LogSink, mut exit: JobEventKind) {
+        if let JobEventKind::Exit { error, .. } = &mut exit
+            && sink.live.over_quota.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            *error = serde_json::to_value(self.quotas.output_exceeded()).ok();
+        }
         if let JobEventKind::Exit { state, code, signal, error } = &exit {
             sink.emit(exit.clone());
             if let Err(e) =
@@ -189,8 +502,23 @@ impl Jobs {
                 tracing::error!(job = job_id, error = %e, "cannot record the job's end");
             }
         }
-        lock(&self.live).remove(job_id);
+        if let Some(live) = lock(&self.live).remove(job_id) {
+            live.finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            let mut finished = lock(&self.finished);
+            if finished.len() >= FINISHED_KEPT {
+                finished.pop_front();
+            }
+            finished.push_back((job_id.to_string(), live));
+        }
         self.metrics.jobs_running.add(-1);
+    }
+
+    /// A running or recently finished job's in-memory handle.
+    fn handle(&self, job_id: &str) -> Option<Arc<Live>> {
+        if let Some(l) = lock(&self.live).get(job_id) {
+            return Some(l.clone());
+        }
+        lock(&self.finished).iter().rev().find(|(id, _)| id == job_id).map(|(_, l)| l.clone())
     }
 
     /// Looks a job up and checks it belongs to `session_id`.
@@ -207,7 +535,7 @@ impl Jobs {
 
     /// The next seq this job will write (its log length).
     pub fn next_seq(&self, job_id: &str) -> u64 {
-        if let Some(l) = lock(&self.live).get(job_id) {
+        if let Some(l) = self.handle(job_id) {
             return *l.next_seq.borrow();
         }
         self.store.log_reader(job_id).and_then(|mut l| l.next_seq()).unwrap_or(0)
@@ -222,21 +550,36 @@ impl Jobs {
         limit: usize,
     ) -> Result<AttachBatch, RpcError> {
         let limit = limit.clamp(1, MAX_ATTACH_BATCH);
-        let mut events = self.read(&job.id, from_seq, limit).await?;
+        let handle = self.handle(&job.id);
+        let mut events = self.read(handle.as_deref(), &job.id, from_seq, limit).await?;
         if events.is_empty() && !wait.is_zero() {
             let rx = lock(&self.live).get(&job.id).map(|l| l.next_seq.subscribe());
             if let Some(mut rx) = rx {
                 let _ = tokio::time::timeout(wait, rx.wait_for(|n| *n > from_seq)).await;
-                events = self.read(&job.id, from_seq, limit).await?;
+                events = self.read(handle.as_deref(), &job.id, from_seq, limit).await?;
             }
         }
         let next_seq = events.last().map_or(from_seq, |e| e.seq + 1);
         let done = events.iter().any(|e| matches!(e.kind, JobEventKind::Exit { .. }))
-            || (!self.is_live(&job.id) && next_seq >= self.next_seq(&job.id) && self.is_terminal(&job.id));
+            || match &handle {
+                Some(l) if l.finished.load(std::sync::atomic::Ordering::SeqCst) => next_seq >= *l.next_seq.borrow(),
+                Some(_) => false,
+                None => !self.is_live(&job.id) && next_seq >= self.next_seq(&job.id) && self.is_terminal(&job.id),
+            };
         Ok(AttachBatch { events, next_seq, done })
     }
 
-    async fn read(&self, job_id: &str, from_seq: u64, limit: usize) -> Result<Vec<JobEvent>, RpcError> {
+    /// Events from `from_seq`: from the job's in-memory tail when it holds them, else the log.
+    async fn read(
+        &self,
+        handle: Option<&Live>,
+        job_id: &str,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<JobEvent>, RpcError> {
+        if let Some(events) = handle.and_then(|l| l.read_recent(from_seq, limit)) {
+            return Ok(events);
+        }
         let store = self.store.clone();
         let id = job_id.to_string();
         tokio::task::spawn_blocking(move || store.read_log(&id, from_seq, limit))
@@ -254,6 +597,19 @@ impl Jobs {
     }
 
     pub fn cancel(&self, job_id: &str) -> bool {
+        let parked = lock(&self.live).get(job_id).is_some_and(|l| l.parked.load(std::sync::atomic::Ordering::SeqCst));
+        if parked {
+            if self.claim_parked(job_id).is_err() {
+                return false;
+            }
+            return self
+                .fail_parked(
+                    job_id,
+                    JobState::Killed,
+                    RpcError::new(ErrorCode::ApprovalRequired, "the job was cancelled while it awaited approval"),
+                )
+                .is_ok();
+        }
         match lock(&self.live).get(job_id) {
             Some(l) => {
                 l.cancel.cancel();
@@ -263,9 +619,31 @@ impl Jobs {
         }
     }
 
-    /// Sends a signal to a command job's process group.
+    /// Appends an event to a running job's log from outside its runner; false if it has ended.
+    pub fn emit(&self, job_id: &str, event: JobEventKind) -> bool {
+        let Some(l) = lock(&self.live).get(job_id).cloned() else { return false };
+        append(&l.log, &l, job_id, event);
+        true
+    }
+
+    /// Sets a PTY job's window size (the foreground process group gets SIGWINCH).
+    pub fn resize(&self, job_id: &str, rows: u16, cols: u16) -> Result<(), RpcError> {
+        let t = lock(&self.live).get(job_id).and_then(|l| lock(&l.terminal).clone());
+        let Some(t) = t else {
+            return Err(RpcError::invalid_params("the job has no terminal (not a PTY job, or it ended)"));
+        };
+        t.resize(rows, cols).map_err(|e| internal("resizing a terminal", e))
+    }
+
+    /// Sends a signal to a command job's process group; for a PTY job, to the terminal's
+    /// foreground process group (what ^C at a real terminal reaches).
     pub fn signal(&self, job_id: &str, signal: &str) -> Result<(), RpcError> {
         let sig = parse_signal(signal)?;
+        let terminal = lock(&self.live).get(job_id).and_then(|l| lock(&l.terminal).clone());
+        if let Some(pgrp) = terminal.and_then(|t| t.foreground_group()) {
+            let pgid = nix::unistd::Pid::from_raw(-pgrp);
+            return nix::sys::signal::kill(pgid, sig).map_err(|e| internal("signalling a job", e));
+        }
         let pid = lock(&self.live).get(job_id).and_then(|l| *lock(&l.pid));
         let Some(pid) = pid else {
             return Err(RpcError::invalid_params(
@@ -290,6 +668,13 @@ impl Jobs {
         }
         Ok(())
     }
+}
+
+fn not_parked(job_id: &str) -> RpcError {
+    RpcError::new(
+        ErrorCode::InvalidParams,
+        format!("job `{job_id}` is not awaiting approval (already decided, cancelled, or never parked)"),
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -396,12 +781,7 @@ async fn run_command(
     stdin_rx: Option<mpsc::Receiver<Option<Vec<u8>>>>,
     cancel: CancellationToken,
 ) -> JobEventKind {
-    let failed = |reason: String| JobEventKind::Exit {
-        state: JobState::Failed,
-        code: None,
-        signal: None,
-        error: serde_json::to_value(RpcError::new(ErrorCode::InvalidParams, reason)).ok(),
-    };
+    let failed = failed_event;
     let mut cmd = match launcher.command(&spec) {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot prepare the command: {e}")),
@@ -451,6 +831,22 @@ async fn run_command(
     }
     *lock(&live.stdin) = None;
     *lock(&live.pid) = None;
+    exit_event(status)
+}
+
+/// The exit event of a job whose process could not be run.
+fn failed_event(reason: String) -> JobEventKind {
+    JobEventKind::Exit {
+        state: JobState::Failed,
+        code: None,
+        signal: None,
+        error: serde_json::to_value(RpcError::new(ErrorCode::InvalidParams, reason)).ok(),
+    }
+}
+
+/// The exit event of a process that ended (or could not be waited for).
+fn exit_event(status: std::io::Result<std::process::ExitStatus>) -> JobEventKind {
+    let failed = failed_event;
     match status {
         Ok(st) => {
             use std::os::unix::process::ExitStatusExt;

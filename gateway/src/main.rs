@@ -9,15 +9,21 @@
 
 mod admission;
 mod cli;
+mod codemode;
 mod commands;
 mod config;
 mod dispatch;
 mod egress;
+mod envelope;
+mod guard;
 mod http;
 mod jobs;
 mod metrics;
 mod mount;
+mod operators;
 mod plugins;
+mod pty;
+mod quotas;
 mod registry;
 mod sandboxing;
 mod search;
@@ -26,6 +32,7 @@ mod signature;
 mod stdio;
 mod tiers;
 mod util;
+mod writes;
 
 use std::process::ExitCode;
 
@@ -50,6 +57,7 @@ fn main() -> ExitCode {
         cli::Command::Audit(cmd) => return exit(commands::audit::run(cmd)),
         // `provider` builds its own small runtime around the install.
         cli::Command::Provider(cmd) => return exit(commands::provider::run(cmd)),
+        cli::Command::Operator(cmd) => return exit(commands::operator::run_sync(cmd)),
         other => other,
     };
     init_tracing(&cli.log_format);
@@ -70,7 +78,11 @@ fn main() -> ExitCode {
             Jobs(a) => commands::client::jobs(a).await,
             Attach(a) => commands::client::attach(a).await,
             Lint(a) => commands::lint::run(a).await,
-            Sandbox(_) | Token(_) | Audit(_) | Provider(_) => Ok(0),
+            Approve(a) => commands::operator::approve(a).await,
+            Deny(a) => commands::operator::deny(a).await,
+            Revoke(a) => commands::operator::revoke(a).await,
+            Pending(a) => commands::operator::pending(a).await,
+            Sandbox(_) | Token(_) | Audit(_) | Operator(_) | Provider(_) => Ok(0),
         }
     });
     exit(result)

@@ -36,6 +36,8 @@ pub struct Metrics {
     pub jobs_running: Gauge,
     pub sessions_opened: Counter,
     pub list_changed_sent: Counter,
+    pub egress_allowed: Counter,
+    pub egress_denied: Counter,
 }
 
 impl Metrics {
@@ -50,6 +52,15 @@ impl Metrics {
         counter("axp_jobs_started_total", "Jobs started.", self.jobs_started.get());
         counter("axp_sessions_opened_total", "Sessions opened.", self.sessions_opened.get());
         counter("axp_list_changed_sent_total", "tools/list_changed notifications sent.", self.list_changed_sent.get());
+        let _ = writeln!(
+            s,
+            "# HELP axp_egress_attempts_total Egress proxy connection attempts by decision.\n\
+             # TYPE axp_egress_attempts_total counter\n\
+             axp_egress_attempts_total{{decision=\"allow\"}} {}\n\
+             axp_egress_attempts_total{{decision=\"deny\"}} {}",
+            self.egress_allowed.get(),
+            self.egress_denied.get()
+        );
         let _ = writeln!(
             s,
             "# HELP axp_jobs_running Jobs running now.\n# TYPE axp_jobs_running gauge\naxp_jobs_running {}",

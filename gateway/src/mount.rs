@@ -86,12 +86,6 @@ pub async fn fleet(
         cfg.timeout = Duration::from_secs(s.timeout_s);
         cfg.restart = RestartPolicy::default();
         let launcher = launcher.clone();
-        if s.approval_required {
-            anyhow::bail!(
-                "server `{}` asks for `approval = \"required\"`, which this build does not enforce yet; remove it rather than run the server without the approval you expect",
-                s.name
-            );
-        }
         let prefix = s.prefix;
         starting.push(Box::pin(async move {
             let provider = McpProvider::start(cfg, launcher).await;

@@ -229,6 +229,10 @@ impl Registry {
         let Some(v) = &entry.validator else {
             return Ok(());
         };
+        // The common case (valid arguments) without collecting error paths.
+        if v.is_valid(args) {
+            return Ok(());
+        }
         let errors: Vec<(String, String)> =
             v.iter_errors(args).map(|e| (e.instance_path().to_string(), e.to_string())).collect();
         if errors.is_empty() {

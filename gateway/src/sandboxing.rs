@@ -104,8 +104,8 @@ fn is_system(p: &Path) -> bool {
     matches!(p.to_str(), Some("/" | "/usr" | "/bin" | "/lib" | "/lib64" | "/proc" | "/dev" | "/sys"))
 }
 
-impl Launcher for SandboxLauncher {
-    fn command(&self, spec: &ProcessSpec) -> Result<tokio::process::Command, ProviderError> {
+impl SandboxLauncher {
+    fn build(&self, spec: &ProcessSpec, terminal: bool) -> Result<tokio::process::Command, ProviderError> {
         let mut argv = vec![spec.program.clone()];
         argv.extend(spec.args.iter().cloned());
         // Resolve the program on the spec's PATH now, so the sandbox executes a real file (and
@@ -116,12 +116,25 @@ impl Launcher for SandboxLauncher {
                 argv[0] = found.to_string_lossy().into_owned();
             }
         }
-        let policy = compile(spec, &self.extra_read, &argv, &self.egress).map_err(ProviderError::Config)?;
+        let mut policy = compile(spec, &self.extra_read, &argv, &self.egress).map_err(ProviderError::Config)?;
+        policy.allow_pty = terminal;
         let std_cmd = axp_sandbox::command(&self.exe, &policy, &argv)
             .map_err(|e| ProviderError::io("preparing the sandbox", e))?;
         let mut cmd = tokio::process::Command::from(std_cmd);
         cmd.kill_on_drop(true);
         Ok(cmd)
+    }
+}
+
+impl Launcher for SandboxLauncher {
+    fn command(&self, spec: &ProcessSpec) -> Result<tokio::process::Command, ProviderError> {
+        self.build(spec, false)
+    }
+
+    /// The target's stdin (a PTY slave) becomes its controlling terminal, and it gets a private
+    /// devpts of its own (`pty.open`).
+    fn terminal_command(&self, spec: &ProcessSpec) -> Result<tokio::process::Command, ProviderError> {
+        self.build(spec, true)
     }
 
     fn tier(&self) -> &'static str {

@@ -76,17 +76,28 @@ impl Sessions {
 
     /// `session.open` (and MCP `initialize` with `id_is_bearer`): grants the asked capabilities
     /// if the profile covers them, and mints the session's root token.
-    pub fn open(&self, p: SessionOpenParams, id_is_bearer: bool) -> Result<SessionOpenResult, RpcError> {
+    /// An operator's `ceiling` (see `operators.rs`) replaces the profile's; `None` is the local
+    /// operator, held to the profile. The grant, asked or default, never exceeds it.
+    pub fn open_as(
+        &self,
+        p: SessionOpenParams,
+        id_is_bearer: bool,
+        ceiling: Option<(&str, &CapabilitySet)>,
+    ) -> Result<SessionOpenResult, RpcError> {
+        let (who, limit) = match ceiling {
+            Some((name, c)) => (format!("operator `{name}`'s ceiling"), c),
+            None => ("the operator's profile".to_string(), &self.profile.capabilities),
+        };
         let caps = match &p.capabilities {
-            None => self.profile.capabilities.clone(),
+            None => limit.clone(),
             Some(list) => CapabilitySet::parse_all(list).map_err(|errs| {
                 RpcError::invalid_params(errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
             })?,
         };
-        if let Some(c) = self.profile.capabilities.first_uncovered(&caps) {
+        if let Some(c) = limit.first_uncovered(&caps) {
             return Err(RpcError::new(
                 ErrorCode::CapabilityDenied,
-                format!("the operator's profile does not allow `{c}`; ask for a narrower grant"),
+                format!("{who} does not allow `{c}`; ask for a narrower grant"),
             )
             .with_data("missing", c.to_string()));
         }
@@ -239,6 +250,55 @@ impl Sessions {
             other => RpcError::invalid_params(other.to_string()),
         })?;
         Ok((child.to_string(), v))
+    }
+
+    /// `cap.revoke`: revokes a token id (and so every token attenuated from it), durably.
+    /// `false` when it was already revoked.
+    pub fn revoke(&self, token_id: &str) -> Result<bool, RpcError> {
+        self.auth.verifier.revoke_durably(&self.auth.revocations, token_id).map_err(|e| match e {
+            axp_caps::RevocationError::InvalidId { .. } => {
+                RpcError::invalid_params(format!("`{token_id}` is not a token id (`axp token inspect` shows them)"))
+            }
+            other => crate::util::internal("revoking a token", other),
+        })
+    }
+
+    /// A token for one job's own use (code-mode's SDK): exactly `caps`, which the caller derives
+    /// from the request's effective grants, expiring no later than `expires_ms`. With the token
+    /// the request presented it is an attenuation of that token (so revoking the parent revokes
+    /// it); a bearer session (MCP, no token) gets one minted for the session. Returns the token
+    /// and its id.
+    pub fn job_token(
+        &self,
+        s: &Session,
+        presented: Option<&str>,
+        caps: &CapabilitySet,
+        expires_ms: u64,
+    ) -> Result<(String, String), RpcError> {
+        let expires_ms = expires_ms.min(s.expires_ms);
+        let token = match presented {
+            Some(p) => {
+                let parent = Token::parse(p).map_err(|e| e.to_rpc_error())?;
+                axp_caps::attenuate(&parent, caps, Some(expires_ms.min(parent.expires_ms()))).map_err(|e| {
+                    RpcError::new(ErrorCode::CapabilityDenied, format!("cannot attenuate the token: {e}"))
+                })?
+            }
+            None => {
+                if let Some(c) = s.caps.first_uncovered(caps) {
+                    return Err(RpcError::new(
+                        ErrorCode::CapabilityDenied,
+                        format!("the session does not grant `{c}`"),
+                    ));
+                }
+                self.auth.minter.mint(&s.id, caps, expires_ms)
+            }
+        };
+        Ok((token.to_string(), token.token_id().to_string()))
+    }
+
+    /// Revokes one token id in memory (a job's own token, when the job ends).
+    pub fn revoke_token(&self, token_id: &str) {
+        self.auth.verifier.revoke(token_id);
     }
 
     pub fn close(&self, id: &str) -> Result<(), RpcError> {

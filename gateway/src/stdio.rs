@@ -74,7 +74,14 @@ pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
                 }
             });
             let current = session.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-            let ctx = Ctx { session_id: current, push: Some(push_tx), ..Ctx::default() };
+            // The stdio peer was started by the operator: it opens sessions as the local
+            // operator. Policy changes still need a signed envelope it does not have.
+            let ctx = Ctx {
+                session_id: current,
+                push: Some(push_tx),
+                operator: Some(gw.guard.operators.local()),
+                ..Ctx::default()
+            };
             let resp = gw.handle(msg, &ctx).await;
             if let Some(opened) = ctx.opened_session() {
                 *session.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(opened);

@@ -41,6 +41,13 @@ impl Utf8Chunker {
     }
 }
 
+/// `n` random bytes as base64url (no padding): nonces, session ids, bearer tokens.
+pub fn random_b64(n: usize) -> String {
+    use base64::Engine;
+    let bytes: Vec<u8> = (0..n).map(|_| rand::random::<u8>()).collect();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

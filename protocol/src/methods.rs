@@ -235,6 +235,19 @@ pub struct JobSignalParams {
     pub signal: String,
 }
 
+/// `job.resize`: a PTY job's new window size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobResizeParams {
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub cap_token: Option<String>,
+    pub job_id: String,
+    pub rows: u16,
+    pub cols: u16,
+}
+
 /// The life of a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -298,6 +311,20 @@ pub enum JobEventKind {
     Result {
         output: ToolOutput,
     },
+    /// A tool call a code-mode job made through its SDK (one event per finished call).
+    ToolCall {
+        /// Per-job call number, from 1.
+        call: u64,
+        tool: String,
+        /// SHA-256 of the canonical arguments (never the arguments themselves).
+        args_sha256: String,
+        ok: bool,
+        /// The JSON-RPC error code when the call was refused or failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i64>,
+        /// Wall time of the call in milliseconds.
+        ms: u64,
+    },
     Exit {
         state: JobState,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -338,6 +365,22 @@ mod tests {
         assert_eq!(v["seq"], 3);
         let back: JobEvent = serde_json::from_value(v).unwrap();
         assert_eq!(back, e);
+    }
+
+    #[test]
+    fn tool_call_event_wire_shape() {
+        let kind = JobEventKind::ToolCall {
+            call: 1,
+            tool: "everything__echo".into(),
+            args_sha256: "ab".into(),
+            ok: false,
+            code: Some(-32002),
+            ms: 3,
+        };
+        let v = serde_json::to_value(JobEvent { job_id: "j".into(), seq: 0, ts_ms: 1, kind }).unwrap();
+        assert_eq!(v["kind"], "tool_call");
+        assert_eq!(v["code"], -32002);
+        assert_eq!(v["tool"], "everything__echo");
     }
 
     #[test]

@@ -151,6 +151,13 @@ pub struct ProcessSpec {
 /// implementation; [`DirectLauncher`] runs the process as is (tier `dev-none`).
 pub trait Launcher: Send + Sync + std::fmt::Debug {
     fn command(&self, spec: &ProcessSpec) -> Result<tokio::process::Command, ProviderError>;
+    /// Like [`Launcher::command`], for a process whose stdin is a pseudo-terminal that must
+    /// become its controlling terminal (PTY jobs, `pty.open`). Launchers that cannot set that
+    /// up in a fresh session refuse, which is the default.
+    fn terminal_command(&self, spec: &ProcessSpec) -> Result<tokio::process::Command, ProviderError> {
+        let _ = spec;
+        Err(ProviderError::Config(format!("the `{}` tier cannot give a job a terminal", self.tier())))
+    }
     /// The tier this launcher enforces, for reports (`kernel-lsm`, `dev-none`).
     fn tier(&self) -> &'static str;
 }

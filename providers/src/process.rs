@@ -301,32 +301,6 @@ async fn collect(task: Option<JoinHandle<Captured>>) -> Captured {
     }
 }
 
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chunker_keeps_multibyte_characters_whole() {
-        let mut c = Utf8Chunker::default();
-        let bytes = "héllo".as_bytes();
-        // Split inside the two-byte `é`.
-        assert_eq!(c.push(&bytes[..2]), "h");
-        assert_eq!(c.push(&bytes[2..]), "éllo");
-        assert_eq!(c.push(b"a\xffb"), "a\u{fffd}b");
-        assert_eq!(c.push(b"\xe2\x82"), "");
-        assert_eq!(c.finish(), "\u{fffd}");
-    }
-
-    #[test]
-    fn captured_text_notes_truncation() {
-        let c = Captured { bytes: b"tail".to_vec(), total: 10 };
-        assert!(c.truncated());
-        assert_eq!(c.text(true), "[… 6 earlier bytes omitted …]\ntail");
-        assert!(c.text(false).ends_with("[… 6 further bytes omitted …]"));
-    }
-}
-
 /// A finished process as a tool result: the kept stdout tail as text, the stderr tail as a second
 /// block when there was any, `isError` when the exit status is not 0 (the status is in the text,
 /// after `[LABEL failed: …]`), and a small structured summary. Shared by the CLI and skill
@@ -355,5 +329,31 @@ pub(crate) fn tool_output(f: &Finished, label: &str) -> axp_protocol::ToolOutput
             "truncated": f.stdout.truncated() || f.stderr.truncated(),
         })),
         is_error: !ok,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunker_keeps_multibyte_characters_whole() {
+        let mut c = Utf8Chunker::default();
+        let bytes = "héllo".as_bytes();
+        // Split inside the two-byte `é`.
+        assert_eq!(c.push(&bytes[..2]), "h");
+        assert_eq!(c.push(&bytes[2..]), "éllo");
+        assert_eq!(c.push(b"a\xffb"), "a\u{fffd}b");
+        assert_eq!(c.push(b"\xe2\x82"), "");
+        assert_eq!(c.finish(), "\u{fffd}");
+    }
+
+    #[test]
+    fn captured_text_notes_truncation() {
+        let c = Captured { bytes: b"tail".to_vec(), total: 10 };
+        assert!(c.truncated());
+        assert_eq!(c.text(true), "[… 6 earlier bytes omitted …]\ntail");
+        assert!(c.text(false).ends_with("[… 6 further bytes omitted …]"));
     }
 }

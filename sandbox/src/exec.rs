@@ -428,6 +428,13 @@ fn target(
         }
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
     }
+    // A PTY job: the terminal the gateway passed as stdin becomes this new session's
+    // controlling terminal, so ^C, job control and SIGWINCH reach the foreground process group.
+    // Only a terminal nobody else controls can be taken this way (argument 0: never steal).
+    // SAFETY: isatty/ioctl on descriptor 0 with an integer argument.
+    if policy.allow_pty && unsafe { libc::isatty(0) } == 1 && unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } != 0 {
+        return Err(setup(format!("cannot make the terminal the job's controlling terminal: {}", errno())));
+    }
     let cwd = cstr(&policy.cwd).map_err(setup)?;
     // SAFETY: chdir reads the NUL-terminated path.
     if unsafe { libc::chdir(cwd.as_ptr()) } != 0 {

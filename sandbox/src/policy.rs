@@ -96,7 +96,8 @@ pub struct Policy {
     pub tmp_size: u64,
     /// Network reachability.
     pub net: NetPolicy,
-    /// Whether a private devpts (`/dev/pts`, `/dev/ptmx`) is mounted so the job can open PTYs.
+    /// Whether a private devpts (`/dev/pts`, `/dev/ptmx`) is mounted so the job can open PTYs,
+    /// and a terminal passed as stdin becomes the target's controlling terminal (PTY jobs).
     pub allow_pty: bool,
 }
 

@@ -181,6 +181,17 @@ impl Store {
         raws.into_iter().map(|r| self.finish_job(r)).collect()
     }
 
+    /// Every job in `state`, across sessions, oldest first (e.g. the jobs awaiting approval).
+    pub fn jobs_in_state(&self, state: JobState) -> Result<Vec<JobRecord>> {
+        let raws = {
+            let db = self.db();
+            let mut stmt =
+                db.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE state = ?1 ORDER BY created_ms, id"))?;
+            stmt.query_map([state.as_str()], raw_job)?.collect::<rusqlite::Result<Vec<_>>>()?
+        };
+        raws.into_iter().map(|r| self.finish_job(r)).collect()
+    }
+
     /// Records where job `id` is now and, for a terminal state, how it ended. Every field is
     /// overwritten (pass `None` to clear). [`StoreError::NotFound`] if the job does not exist.
     ///

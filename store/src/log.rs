@@ -374,7 +374,7 @@ fn encode(event: &JobEvent, buf: &mut Vec<u8>) -> std::io::Result<()> {
             data.len() >= BULKY_TEXT
         }
         JobEventKind::Result { .. } | JobEventKind::Log { .. } => true,
-        JobEventKind::Progress { .. } | JobEventKind::Exit { .. } => false,
+        JobEventKind::Progress { .. } | JobEventKind::Exit { .. } | JobEventKind::ToolCall { .. } => false,
     };
     if bulky {
         let value = serde_json::to_value(event).map_err(std::io::Error::other)?;

@@ -25,6 +25,8 @@ pub struct Client {
     url: String,
     session: Option<Saved>,
     next_id: i64,
+    /// Sent as `Authorization: Bearer` when opening a session.
+    operator_token: Option<String>,
 }
 
 /// A JSON-RPC error from the gateway, kept whole so callers can branch on the code.
@@ -42,7 +44,13 @@ impl Client {
             .ok()
             .and_then(|b| serde_json::from_slice::<BTreeMap<String, Saved>>(&b).ok())
             .and_then(|m| m.get(&args.url).cloned());
-        Self { http: reqwest::Client::new(), url: args.url.clone(), session: saved, next_id: 1 }
+        Self {
+            http: reqwest::Client::new(),
+            url: args.url.clone(),
+            session: saved,
+            next_id: 1,
+            operator_token: args.operator_token.clone(),
+        }
     }
 
     async fn raw(&mut self, method: &str, params: Value) -> Result<Result<Value, Remote>> {
@@ -51,6 +59,9 @@ impl Client {
         let mut req = self.http.post(&self.url).json(&body);
         if let Some(s) = &self.session {
             req = req.header("Mcp-Session-Id", &s.session_id).header("Axp-Capability", &s.cap_token);
+        } else if let Some(t) = &self.operator_token {
+            // Only `session.open` needs the operator; the session's token does the rest.
+            req = req.bearer_auth(t);
         }
         let resp = req.send().await.with_context(|| {
             format!("cannot reach the gateway at {}\nhint: start it with `axp serve`, or pass --url", self.url)
@@ -198,6 +209,10 @@ async fn follow(c: &mut Client, job: &str, from: u64, json_out: bool) -> Result<
                     message.as_ref().map(|m| format!(" {m}")).unwrap_or_default()
                 ),
                 JobEventKind::Log { level, data } => eprintln!("[{level}] {data}"),
+                JobEventKind::ToolCall { tool, ok, code: c, ms, .. } => eprintln!(
+                    "[tool] {tool} {} ({ms} ms)",
+                    if *ok { "ok".to_string() } else { format!("failed {}", c.unwrap_or_default()) }
+                ),
                 JobEventKind::Result { output } => {
                     let text = output.joined_text();
                     if !text.is_empty() {

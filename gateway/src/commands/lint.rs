@@ -158,7 +158,11 @@ async fn from_fleet(files: &[PathBuf]) -> Result<Catalog> {
 
 /// Lists a running gateway's tools through `axp.index` + `axp.describe`.
 async fn from_gateway(url: &str) -> Result<Catalog> {
-    let mut c = crate::commands::client::Client::new(&crate::cli::ClientArgs { url: url.to_string(), json: false });
+    let mut c = crate::commands::client::Client::new(&crate::cli::ClientArgs {
+        url: url.to_string(),
+        json: false,
+        operator_token: std::env::var("AXP_OPERATOR_TOKEN").ok(),
+    });
     let idx = c.call("axp.index", json!({"limit": 500})).await?;
     let mut by_provider: std::collections::BTreeMap<String, Vec<axp_protocol::ToolSpec>> = Default::default();
     for t in idx["tools"].as_array().into_iter().flatten() {

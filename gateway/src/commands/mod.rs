@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod client;
 pub mod lint;
+pub mod operator;
 pub mod provider;
 pub mod sandbox;
 pub mod serve;

@@ -40,6 +40,14 @@ pub struct Prepared {
 
 pub async fn run(args: ServeArgs) -> Result<()> {
     let prepared = prepare(&args).await?;
+    if args.stdio && !prepared.gateway.guard.approvals.is_empty() {
+        bail!(
+            "tools that need approval cannot be served over stdio: an operator approves over the gateway's HTTP endpoint (`axp approve`)\nhint: serve over HTTP (--listen), or remove `approval = \"required\"` / [approval]"
+        );
+    }
+    if !args.stdio && !prepared.gateway.guard.operators.configured() {
+        crate::guard::require_loopback(&prepared.listen).await?;
+    }
     for w in &prepared.warnings {
         tracing::warn!("{w}");
     }
@@ -58,10 +66,46 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         gw.registry.len(),
         gw.registry.providers().len()
     );
+    eprintln!(
+        "axp: audit log {}",
+        match gw.audit.durability() {
+            axp_audit::Durability::EachAppend => "fsynced before each answer".to_string(),
+            axp_audit::Durability::Interval(d) =>
+                format!("written before each answer, fsynced within {} ms ([audit] sync = \"interval\")", d.as_millis()),
+        }
+    );
     let app = crate::http::router(gw.clone(), prepared.max_body);
     axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
     shutdown(&gw).await;
     Ok(())
+}
+
+/// Folds every egress attempt into the hash-chained audit log (kind `net.attempt`) and the
+/// gateway's metrics. A record that cannot be written is logged: the attempt was already decided
+/// by the proxy, and its own audit file still has it.
+fn egress_observer(audit: AuditLog, metrics: Arc<Metrics>) -> axp_egress_proxy::Observer {
+    axp_egress_proxy::Observer(Arc::new(move |r: &axp_egress_proxy::AuditRecord| {
+        if r.decision == "allow" {
+            metrics.egress_allowed.inc()
+        } else {
+            metrics.egress_denied.inc()
+        }
+        let detail = serde_json::json!({
+            "decision": r.decision,
+            "reason": r.reason,
+            "detail": r.detail,
+            "proto": r.proto,
+            "target": r.target,
+            "requested": r.requested,
+            "addr": r.addr,
+            "bytes_up": r.bytes_up,
+            "bytes_down": r.bytes_down,
+            "duration_ms": r.duration_ms,
+        });
+        if let Err(e) = audit.append(axp_audit::Kind::NetAttempt, None, "egress-proxy", detail) {
+            tracing::error!(error = %e, "cannot write an egress attempt to the audit log");
+        }
+    }))
 }
 
 async fn shutdown(gw: &Gateway) {
@@ -72,6 +116,10 @@ async fn shutdown(gw: &Gateway) {
     futures::future::join_all(stops).await;
     let store = gw.jobs.store().clone();
     let _ = tokio::task::spawn_blocking(move || store.sync_all()).await;
+    let audit = gw.audit.clone();
+    if let Ok(Err(e)) = tokio::task::spawn_blocking(move || audit.sync()).await {
+        tracing::error!(error = %e, "cannot make the audit log's last records durable");
+    }
 }
 
 async fn shutdown_signal() {
@@ -139,7 +187,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         bail!("the configuration has problems:\n{}", problems.join("\n"));
     }
 
-    let egress = Arc::new(Egress::new(state_dir.join("egress")));
+    let egress_options = settings.egress.options().map_err(|e| anyhow::anyhow!("invalid `[egress]` setting: {e}"))?;
+    let egress = Arc::new(Egress::with_options(state_dir.join("egress"), egress_options));
     let tiers = Arc::new(decide_tiers(args, &settings, egress.clone())?);
     let default_profile =
         vec!["tool(*)".to_string(), "proc.spawn".to_string(), format!("fs.write({})", workspace.display())];
@@ -168,6 +217,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
             let store = Store::open_with(&dir, options)
                 .with_context(|| format!("cannot open the state dir {}", dir.display()))?;
             let lost = store.mark_running_lost(crate::util::now_ms())?;
+            crate::codemode::clean_stale(&dir);
             if lost > 0 {
                 tracing::warn!(
                     lost,
@@ -185,15 +235,33 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     let revocations = state_dir.join(axp_caps::REVOCATIONS_FILE_NAME);
     verifier.load_revocations(&revocations).context("cannot load the token revocation list")?;
     let auth = Auth { minter: axp_caps::Minter::new(key), verifier, revocations };
-    let audit = AuditLog::open(&state_dir.join("audit")).context("cannot open the audit log")?;
     let sessions = Sessions::new(store.clone(), profile, tiers.clone(), auth);
-    let jobs = Jobs::new(store, metrics.clone());
+    let quotas = Arc::new(crate::quotas::Quotas::new(settings.quotas.clone()));
+    let durability = settings.audit.durability().map_err(|e| anyhow::anyhow!("invalid `[audit]` setting: {e}"))?;
+    let audit_options = axp_audit::Options { durability, ..axp_audit::Options::default() };
+    let audit = AuditLog::open_with(&state_dir.join("audit"), audit_options).context("cannot open the audit log")?;
+    egress.set_observer(egress_observer(audit.clone(), metrics.clone()));
+    let write_tools: Vec<String> = std::iter::once("files__run_command".to_string())
+        .chain(settings.cli.iter().map(|c| format!("{}__*", c.provider)))
+        .collect();
+    let writes = Arc::new(crate::writes::Writes::new(audit.clone(), write_tools));
+    let jobs = Jobs::new(store, metrics.clone()).with_quotas(quotas.clone()).with_writes(writes);
+    let parked = jobs.adopt_parked().map_err(|e| anyhow::anyhow!("{}", e.reason()))?;
+    if parked > 0 {
+        tracing::warn!(parked, "jobs are awaiting operator approval (`axp approve JOB` / `axp deny JOB`)");
+    }
+    let guard = crate::guard::Guard {
+        operators: crate::operators::Operators::build(&settings.operators, &state_dir, &ProcessEnv)?,
+        approvals: crate::guard::approvals_from(&settings, &fleet),
+        quotas,
+    };
     let options = Options {
         inline_tools_max: settings.serve.inline_tools_max.unwrap_or(DEFAULT_INLINE_MAX),
         extra_read: settings.sandbox.extra_read.clone(),
     };
     let admission = crate::admission::Admission::load(settings.lint.as_ref(), &state_dir.join("axp.lock"))?;
-    let gateway = Arc::new(Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission));
+    let gateway =
+        Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission).with_guard(guard).shared();
 
     let launcher = provider_launcher(&tiers)?;
     let nothing_configured = fleet.servers.is_empty()

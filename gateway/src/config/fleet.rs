@@ -66,7 +66,7 @@ struct RawServer {
     timeout_s: Option<u64>,
     enabled: Option<bool>,
     prefix: Option<PrefixMode>,
-    approval: Option<String>,
+    approval: Option<super::policy::Approval>,
     // Keys other MCP clients define; understood where they mean something to us.
     disabled: Option<bool>,
     timeout: Option<u64>,
@@ -401,7 +401,7 @@ fn resolve_servers(
             isolation: s.isolation.unwrap_or_default(),
             timeout_s: s.timeout_s.or(s.timeout).unwrap_or(DEFAULT_TIMEOUT_S),
             prefix: s.prefix.unwrap_or_default(),
-            approval_required: s.approval.as_deref() == Some("required"),
+            approval_required: s.approval == Some(super::policy::Approval::Required),
             source: path.to_path_buf(),
         });
     }

@@ -6,6 +6,7 @@
 
 pub mod env;
 pub mod fleet;
+pub mod policy;
 pub mod settings;
 
 use std::fmt;

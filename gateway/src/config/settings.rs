@@ -35,6 +35,84 @@ pub struct Settings {
     pub plugins: crate::plugins::PluginSettings,
     /// Passed to the lint crate, which validates it.
     pub lint: Option<toml::Value>,
+    #[serde(default)]
+    pub audit: AuditSettings,
+    #[serde(default)]
+    pub egress: EgressSettings,
+    /// Operator credentials and their ceilings (see `config/policy.rs`).
+    #[serde(default)]
+    pub operators: Vec<super::policy::OperatorSettings>,
+    #[serde(default)]
+    pub approval: super::policy::ApprovalSettings,
+    #[serde(default)]
+    pub quotas: super::policy::QuotaSettings,
+}
+
+/// `[egress]`: how the egress proxy resolves and which addresses it may reach. The allowlist
+/// itself is never here: it comes from each session's and provider's `net.connect` grants.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressSettings {
+    /// DNS servers (`ip:port`) the proxy asks instead of `/etc/resolv.conf`'s.
+    #[serde(default)]
+    pub resolvers: Vec<String>,
+    /// CIDRs exempt from the private/loopback/metadata address check. For labs and tests that
+    /// serve granted names from private addresses; never needed on the open internet.
+    #[serde(default)]
+    pub dangerously_allow_private: Vec<String>,
+}
+
+impl EgressSettings {
+    /// The parsed options, or an error naming the bad entry.
+    pub fn options(&self) -> Result<crate::egress::EgressOptions, String> {
+        let resolvers = self
+            .resolvers
+            .iter()
+            .map(|r| r.parse().map_err(|e| format!("`egress.resolvers` entry `{r}` is not an ip:port ({e})")))
+            .collect::<Result<_, _>>()?;
+        let dangerously_allow_private = self
+            .dangerously_allow_private
+            .iter()
+            .map(|c| c.parse().map_err(|e| format!("`egress.dangerously_allow_private` entry `{c}`: {e}")))
+            .collect::<Result<_, _>>()?;
+        Ok(crate::egress::EgressOptions { resolvers, dangerously_allow_private })
+    }
+}
+
+/// `[audit]`: when a record counts as written (see `axp_audit::Durability`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSettings {
+    /// `each` (default): a request is answered only once its record is fsynced (adds an fsync,
+    /// milliseconds, to every audited request that does not overlap another). `interval`: a
+    /// request is answered once its record is written, which survives a crash or kill of the
+    /// gateway; a background fsync makes it survive power loss within `sync_interval_ms`.
+    pub sync: Option<AuditSync>,
+    /// The background fsync interval under `sync = "interval"` (default 10, 1..=1000).
+    pub sync_interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditSync {
+    Each,
+    Interval,
+}
+
+impl AuditSettings {
+    /// The durability these settings ask for, or an error naming the bad value.
+    pub fn durability(&self) -> Result<axp_audit::Durability, String> {
+        match (self.sync.unwrap_or(AuditSync::Each), self.sync_interval_ms) {
+            (AuditSync::Each, Some(_)) => {
+                Err("`audit.sync_interval_ms` only applies to `sync = \"interval\"` (the default is \"each\")".into())
+            }
+            (AuditSync::Each, None) => Ok(axp_audit::Durability::EachAppend),
+            (AuditSync::Interval, ms) => match ms.unwrap_or(10) {
+                ms @ 1..=1000 => Ok(axp_audit::Durability::Interval(std::time::Duration::from_millis(ms))),
+                ms => Err(format!("`audit.sync_interval_ms` must be between 1 and 1000, not {ms}")),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -86,6 +164,8 @@ pub struct CliToolSettings {
     pub timeout_s: Option<u64>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// `"required"`: every call waits for an operator's approval.
+    pub approval: Option<super::policy::Approval>,
 }
 
 impl CliToolSettings {

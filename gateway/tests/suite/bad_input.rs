@@ -95,3 +95,24 @@ fn config_typos_name_file_line_column_and_nearest_key() {
     let err = serve_fails(&["--mcp-provider", "p", "--mcp-tool", "t"], tmp.path());
     assert!(err.contains("--mcp-desc") && err.contains("--mcp-bridge"), "{err}");
 }
+
+#[test]
+fn bad_audit_and_egress_settings_are_refused_with_the_entry_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let toml = tmp.path().join("axp.toml");
+    let cases: &[(&str, &[&str])] = &[
+        ("[audit]\nsync = \"sometimes\"\n", &["axp.toml:2:", "each", "interval"]),
+        ("[audit]\nsync = \"interval\"\nsync_interval_ms = 0\n", &["between 1 and 1000", "not 0"]),
+        ("[audit]\nsync_interval_ms = 5\n", &["only applies to `sync = \"interval\"`"]),
+        ("[egress]\nresolvers = [\"dns.example\"]\n", &["`dns.example` is not an ip:port"]),
+        ("[egress]\ndangerously_allow_private = [\"10.0.0.0/99\"]\n", &["`10.0.0.0/99`"]),
+        ("[egres]\nresolvers = []\n", &["axp.toml:1:", "did you mean `egress`?"]),
+    ];
+    for (text, needles) in cases {
+        std::fs::write(&toml, text).unwrap();
+        let err = serve_fails(&["--listen", "127.0.0.1:0", "--config", toml.to_str().unwrap()], tmp.path());
+        for n in *needles {
+            assert!(err.contains(n), "{text:?}: expected {n:?} in: {err}");
+        }
+    }
+}

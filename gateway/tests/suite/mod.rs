@@ -1,17 +1,24 @@
 //! Shared harness: fixture paths, a running gateway process, and a tiny JSON-RPC client.
 
+pub mod approvals;
 pub mod attacks;
 pub mod bad_input;
 pub mod caps;
 pub mod cli;
+pub mod codemode;
+pub mod denials;
 pub mod egress;
 pub mod fleet;
 pub mod jobs;
 pub mod lint;
 pub mod mcp_clients;
+pub mod operators;
 pub mod plugins;
+pub mod pty;
+pub mod quotas;
 pub mod sessions;
 pub mod skills;
+pub mod writes;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -166,12 +173,14 @@ pub struct Rpc {
     pub http: reqwest::Client,
     pub url: String,
     pub session: Option<(String, String)>,
+    /// An operator bearer token sent as `Authorization: Bearer`.
+    pub bearer: Option<String>,
     id: i64,
 }
 
 impl Rpc {
     pub fn new(url: &str) -> Self {
-        Self { http: reqwest::Client::new(), url: url.to_string(), session: None, id: 0 }
+        Self { http: reqwest::Client::new(), url: url.to_string(), session: None, bearer: None, id: 0 }
     }
 
     /// Opens a session with the given params and keeps it for later calls.
@@ -196,6 +205,9 @@ impl Rpc {
             if !t.is_empty() {
                 req = req.header("Axp-Capability", t);
             }
+        }
+        if let Some(b) = &self.bearer {
+            req = req.bearer_auth(b);
         }
         req.send().await.unwrap().json().await.unwrap()
     }

@@ -121,3 +121,24 @@ fn restart_marks_running_jobs_lost_but_keeps_logged_outcomes() {
     assert_eq!(store.mark_running_lost(100_000).unwrap(), 0);
     assert_eq!(store.read_log("running", 0, 100).unwrap().len(), 4);
 }
+
+#[test]
+fn jobs_in_state_lists_parked_jobs_across_sessions_and_survives_reopen() {
+    let (tmp, store) = super::open();
+    for (id, session) in [("a", "s1"), ("b", "s2"), ("c", "s1")] {
+        let mut j = job(id, session, None);
+        j.state = if id == "c" { JobState::Running } else { JobState::AwaitingApproval };
+        store.create_job(&j).unwrap();
+    }
+    let ids = |s: &Store| -> Vec<String> {
+        s.jobs_in_state(JobState::AwaitingApproval).unwrap().into_iter().map(|j| j.id).collect()
+    };
+    assert_eq!(ids(&store), ["a", "b"]);
+    store.set_job_state("a", JobState::Running, None, None, None, None).unwrap();
+    assert_eq!(ids(&store), ["b"]);
+    drop(store);
+    let store = Store::open(&tmp.path().join("state")).unwrap();
+    // A restart's repair leaves parked jobs parked.
+    store.mark_running_lost(1).unwrap();
+    assert_eq!(ids(&store), ["b"]);
+}

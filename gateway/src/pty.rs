@@ -1,0 +1,209 @@
+//! PTY jobs (`job.start {command, pty: {rows, cols}}`, needs `pty.open`): the gateway opens a
+//! pseudo-terminal pair, hands the child side to the sandboxed process as stdin, stdout and
+//! stderr, and keeps the controlling side. Inside the sandbox the target starts a new session and
+//! takes the terminal as its controlling terminal (`axp-sandbox`, `allow_pty`), so line editing,
+//! ^C, job control and SIGWINCH behave as at a real terminal. Everything the terminal prints
+//! becomes `pty` events in the job's durable log (attachable from any seq like any job);
+//! `job.write` types into it, `job.resize` sets its window size, `job.signal` reaches its
+//! foreground process group.
+//!
+//! This module owns the terminal and its I/O; it does not decide who may open one (the
+//! dispatcher checks `pty.open`) and never runs anything outside the launcher it is given. The
+//! pair is opened with `posix_openpt` + `TIOCGPTPEER` (rustix), so no `/dev/pts` path is looked
+//! up, and both ends are close-on-exec: only the three standard descriptors reach the child.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axp_protocol::methods::JobEventKind;
+use axp_providers::{CancellationToken, JobSink, Launcher, ProcessSpec};
+use rustix::pty::OpenptFlags;
+use rustix::termios::Winsize;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::mpsc;
+
+use crate::util::Utf8Chunker;
+
+/// The controlling side of a job's terminal.
+pub struct Terminal {
+    master: AsyncFd<OwnedFd>,
+}
+
+/// How a PTY job's process ended.
+pub enum End {
+    Exited(ExitStatus),
+    Cancelled,
+    Failed(String),
+}
+
+/// Largest terminal the gateway accepts (rows and columns).
+pub const MAX_SIDE: u16 = 4096;
+
+fn winsize(rows: u16, cols: u16) -> Winsize {
+    Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 }
+}
+
+/// Checks a requested window size (`job.start`'s `pty` and `job.resize`).
+pub fn check_size(rows: u16, cols: u16) -> Result<(), String> {
+    if rows == 0 || cols == 0 || rows > MAX_SIDE || cols > MAX_SIDE {
+        return Err(format!("a terminal needs 1..={MAX_SIDE} rows and columns (got {rows}x{cols})"));
+    }
+    Ok(())
+}
+
+/// Opens a terminal pair with the given size: (controlling side, child side).
+fn open_pair(rows: u16, cols: u16) -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let master = rustix::pty::openpt(flags)?;
+    rustix::pty::grantpt(&master)?;
+    rustix::pty::unlockpt(&master)?;
+    let slave = rustix::pty::ioctl_tiocgptpeer(&master, flags)?;
+    rustix::termios::tcsetwinsize(&master, winsize(rows, cols))?;
+    let fl = rustix::fs::fcntl_getfl(&master)?;
+    rustix::fs::fcntl_setfl(&master, fl | rustix::fs::OFlags::NONBLOCK)?;
+    Ok((master, slave))
+}
+
+impl Terminal {
+    /// Sets the window size; the kernel sends SIGWINCH to the foreground process group.
+    pub fn resize(&self, rows: u16, cols: u16) -> std::io::Result<()> {
+        check_size(rows, cols).map_err(std::io::Error::other)?;
+        Ok(rustix::termios::tcsetwinsize(self.master.get_ref(), winsize(rows, cols))?)
+    }
+
+    /// The terminal's foreground process group, as a pid in the gateway's namespace.
+    pub fn foreground_group(&self) -> Option<i32> {
+        rustix::termios::tcgetpgrp(self.master.get_ref()).ok().map(|p| p.as_raw_nonzero().get())
+    }
+
+    async fn write_all(&self, mut data: &[u8]) -> std::io::Result<()> {
+        while !data.is_empty() {
+            let mut guard = self.master.writable().await?;
+            match guard.try_io(|fd| Ok(rustix::io::write(fd.get_ref(), data)?)) {
+                Ok(Ok(n)) => data = &data[n..],
+                Ok(Err(e)) => return Err(e),
+                Err(_would_block) => continue,
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads until the last holder of the child side closes it (EIO), appending `pty` events.
+    async fn pump(&self, sink: JobSink) {
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut dec = Utf8Chunker::default();
+        loop {
+            let Ok(mut guard) = self.master.readable().await else { break };
+            match guard.try_io(|fd| Ok(rustix::io::read(fd.get_ref(), &mut buf[..])?)) {
+                Ok(Ok(0)) => break,
+                Ok(Ok(n)) => {
+                    let data = dec.push(&buf[..n]);
+                    if !data.is_empty() {
+                        sink.emit(JobEventKind::Pty { data });
+                    }
+                }
+                // EIO: every descriptor of the child side is closed (the job's processes are gone).
+                Ok(Err(_)) => break,
+                Err(_would_block) => continue,
+            }
+        }
+        let rest = dec.finish();
+        if !rest.is_empty() {
+            sink.emit(JobEventKind::Pty { data: rest });
+        }
+    }
+}
+
+/// Runs `spec` on a new terminal of `size` (rows, cols) until it ends or `cancel` fires.
+/// `started` receives the sandbox's pid and the terminal once the process runs.
+pub async fn run(
+    spec: &ProcessSpec,
+    launcher: Arc<dyn Launcher>,
+    (rows, cols): (u16, u16),
+    sink: JobSink,
+    stdin_rx: Option<mpsc::Receiver<Option<Vec<u8>>>>,
+    cancel: CancellationToken,
+    started: impl FnOnce(Option<u32>, Arc<Terminal>),
+) -> End {
+    let (master, slave) = match open_pair(rows, cols) {
+        Ok(p) => p,
+        Err(e) => return End::Failed(format!("cannot open a pseudo-terminal: {e}")),
+    };
+    let mut cmd = match launcher.terminal_command(spec) {
+        Ok(c) => c,
+        Err(e) => return End::Failed(format!("cannot prepare the command: {e}")),
+    };
+    let stdio = |fd: &OwnedFd| fd.as_fd().try_clone_to_owned().map(Stdio::from);
+    match (stdio(&slave), stdio(&slave)) {
+        (Ok(a), Ok(b)) => {
+            cmd.stdin(a).stdout(b).stderr(Stdio::from(slave));
+        }
+        (Err(e), _) | (_, Err(e)) => return End::Failed(format!("cannot share the terminal: {e}")),
+    }
+    cmd.process_group(0).kill_on_drop(true);
+    let spawned = cmd.spawn();
+    // The command holds copies of the child side; they must be closed here, or reading the
+    // controlling side would never see the end of the job.
+    drop(cmd);
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return End::Failed(format!("cannot start `{}`: {e}", spec.program)),
+    };
+    // `AsyncFd::new` is deprecated because a registered *borrowed* descriptor could be closed
+    // behind tokio's back; here the `OwnedFd` moves into the `AsyncFd`, which is its only owner
+    // until it is dropped, so the registration cannot outlive the descriptor. (`register`, the
+    // replacement, is an `unsafe fn`, which this crate does not allow.)
+    #[allow(deprecated)]
+    let registered = AsyncFd::new(master);
+    let term = match registered {
+        Ok(m) => Arc::new(Terminal { master: m }),
+        Err(e) => {
+            let _ = child.kill().await;
+            return End::Failed(format!("cannot watch the terminal: {e}"));
+        }
+    };
+    started(child.id(), term.clone());
+    let writer = stdin_rx.map(|mut rx| {
+        let t = term.clone();
+        tokio::spawn(async move {
+            while let Some(msg) = rx.recv().await {
+                // End of input at a terminal is the EOF character (^D), not a closed descriptor.
+                let data = msg.unwrap_or_else(|| vec![0x04]);
+                if t.write_all(&data).await.is_err() {
+                    break;
+                }
+            }
+        })
+    });
+    let reader = {
+        let t = term.clone();
+        tokio::spawn(async move { t.pump(sink).await })
+    };
+    let end = tokio::select! {
+        s = child.wait() => match s {
+            Ok(st) => End::Exited(st),
+            Err(e) => End::Failed(format!("waiting for the process failed: {e}")),
+        },
+        _ = cancel.cancelled() => {
+            if let Some(pid) = child.id() {
+                let pgid = nix::unistd::Pid::from_raw(-(pid as i32));
+                let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGTERM);
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+            let _ = child.kill().await;
+            End::Cancelled
+        }
+    };
+    // Everything the terminal printed precedes the exit event; the sandbox's pid namespace is
+    // gone once its exec process ended, so the child side closes promptly.
+    let mut reader = reader;
+    if tokio::time::timeout(Duration::from_secs(5), &mut reader).await.is_err() {
+        reader.abort();
+    }
+    if let Some(w) = writer {
+        w.abort();
+    }
+    end
+}
