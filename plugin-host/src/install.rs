@@ -329,6 +329,9 @@ pub async fn install(
     install_vetted(source, opts, state_dir, ctx, progress, &|_, _| Ok(())).await
 }
 
+/// A check of a plugin's tools before install: `Err` is the reason to refuse it.
+pub type VetTools<'a> = dyn Fn(&str, &[ToolSpec]) -> Result<(), String> + Send + Sync + 'a;
+
 /// As [`install`], and `vet(id, tools)` must accept the plugin's tools before anything is
 /// recorded (the gateway passes its registration lint); its error refuses the install.
 pub async fn install_vetted(
@@ -337,7 +340,7 @@ pub async fn install_vetted(
     state_dir: &Path,
     ctx: &HostContext,
     progress: &(dyn Fn(&str) + Send + Sync),
-    vet: &(dyn Fn(&str, &[ToolSpec]) -> Result<(), String> + Send + Sync),
+    vet: &VetTools<'_>,
 ) -> Result<(Installed, Vec<ToolSpec>), InstallError> {
     progress("reading the manifest");
     let (manifest, dir) = locate(source)?;
