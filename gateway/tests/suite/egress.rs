@@ -69,12 +69,12 @@ except OSError as e:
 
 /// A real DNS server (hickory-server) on loopback answering a fixed table of A records, so the
 /// proxy's own resolver has names to resolve; every other name is NXDOMAIN.
-struct Dns {
-    addr: std::net::SocketAddr,
+pub struct Dns {
+    pub addr: std::net::SocketAddr,
     _server: hickory_server::Server<Table>,
 }
 
-struct Table(Vec<(&'static str, std::net::Ipv4Addr)>);
+pub struct Table(Vec<(&'static str, std::net::Ipv4Addr)>);
 
 #[async_trait::async_trait]
 impl hickory_server::server::RequestHandler for Table {
@@ -109,7 +109,7 @@ impl hickory_server::server::RequestHandler for Table {
 }
 
 impl Dns {
-    async fn start(table: Vec<(&'static str, std::net::Ipv4Addr)>) -> Dns {
+    pub async fn start(table: Vec<(&'static str, std::net::Ipv4Addr)>) -> Dns {
         let mut server = hickory_server::Server::new(Table(table));
         let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let addr = udp.local_addr().unwrap();
@@ -119,7 +119,7 @@ impl Dns {
 }
 
 /// A real HTTP/1.1 upstream on `ip`: answers every request with `body` and closes.
-async fn upstream(ip: std::net::Ipv4Addr, body: &'static str) -> u16 {
+pub async fn upstream(ip: std::net::Ipv4Addr, body: &'static str) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let l = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
     let port = l.local_addr().unwrap().port();
