@@ -340,3 +340,23 @@ async fn wasm_http_goes_through_the_egress_proxy_with_the_manifest_allowlist() {
     assert!(audit.contains("api.example.test:443"), "the HTTPS attempt went through the proxy: {audit}");
     assert!(!audit.contains("evil.example.test"), "{audit}");
 }
+
+#[tokio::test]
+async fn an_artifact_changed_after_install_is_not_mounted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    for name in ["hello", "hello-native"] {
+        let out = provider(&state, &["add", dist(name).to_str().unwrap()]);
+        assert!(out.status.success(), "{:?}", text(&out));
+    }
+    // Someone with write access to the state dir swaps the installed component's bytes.
+    let installed = state.join("plugins/hello/0.1.0/hello.wasm");
+    let mut wasm = std::fs::read(&installed).unwrap();
+    let last = wasm.len() - 1;
+    wasm[last] ^= 0xff;
+    std::fs::write(&installed, wasm).unwrap();
+    let gw = gateway().arg("--no-builtin").state(&state).start();
+    let mut c = Rpc::new(&gw.url);
+    assert!(index_names(&mut c, "hello").await.is_empty(), "a tampered plugin must not be served");
+    assert_eq!(index_names(&mut c, "hello-native").await.len(), 2, "the others still are");
+}
