@@ -80,6 +80,47 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a state directory that a sandboxed process could reach: it holds the token root key,
+/// the local operator's signing key, the revocation list, the audit log and the job store, so a
+/// job that could read or write it could mint tokens, approve its own calls or rewrite the audit
+/// trail. Checked against the workspace, every `fs.*` path any session could be granted (the
+/// `[session]` profile and every operator's ceiling) and `[sandbox] extra_read`.
+fn keep_state_dir_out_of_reach(
+    state_dir: &Path,
+    workspace: &Path,
+    grantable: &[String],
+    extra_read: &[PathBuf],
+) -> Result<()> {
+    std::fs::create_dir_all(state_dir)
+        .with_context(|| format!("cannot create the state directory {}", state_dir.display()))?;
+    let state = state_dir.canonicalize().context("the state directory cannot be used")?;
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let mut reachable: Vec<(String, PathBuf)> = vec![("the workspace".into(), workspace.to_path_buf())];
+    for g in grantable {
+        if let Ok(axp_protocol::capability::Capability::FsRead(p) | axp_protocol::capability::Capability::FsWrite(p)) =
+            g.parse::<axp_protocol::capability::Capability>()
+        {
+            reachable.push((format!("the grant `{g}`"), PathBuf::from(p)));
+        }
+    }
+    for p in extra_read {
+        reachable.push((format!("`[sandbox] extra_read` entry {}", p.display()), p.clone()));
+    }
+    for (what, p) in reachable {
+        let p = canon(&p);
+        if state.starts_with(&p) || p.starts_with(&state) {
+            bail!(
+                "the state directory {} is reachable from sandboxed jobs through {what} ({}); it holds the token \
+                 and operator keys and the audit log\nhint: pass --state-dir outside the workspace (the default is \
+                 $XDG_STATE_HOME/axp, ~/.local/state/axp)",
+                state.display(),
+                p.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Folds every egress attempt into the hash-chained audit log (kind `net.attempt`) and the
 /// gateway's metrics. A record that cannot be written is logged: the attempt was already decided
 /// by the proxy, and its own audit file still has it.
@@ -206,6 +247,12 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         ttl_s: settings.session.ttl_s.unwrap_or(24 * 3600),
         max_ttl_s: settings.session.max_ttl_s.unwrap_or(7 * 24 * 3600),
     };
+
+    let mut grantable: Vec<String> = profile.capabilities.iter().map(ToString::to_string).collect();
+    for op in &settings.operators {
+        grantable.extend(op.capabilities.iter().flatten().cloned());
+    }
+    keep_state_dir_out_of_reach(&state_dir, &workspace, &grantable, &settings.sandbox.extra_read)?;
 
     let store = {
         let dir = state_dir.clone();

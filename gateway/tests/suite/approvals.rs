@@ -332,11 +332,18 @@ fn approval_required_tools_are_refused_on_a_stdio_only_gateway() {
         .arg("--state-dir")
         .arg(tmp.path().join("state"))
         .arg("--workspace")
-        .arg(tmp.path())
+        .arg(ws(&tmp))
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("cannot be served over stdio"), "{err}");
+}
+
+/// A workspace beside (never around) the test's state dir.
+fn ws(tmp: &tempfile::TempDir) -> std::path::PathBuf {
+    let w = tmp.path().join("ws");
+    std::fs::create_dir_all(&w).unwrap();
+    w
 }

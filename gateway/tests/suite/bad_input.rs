@@ -60,11 +60,15 @@ async fn oversize_bodies_are_refused_with_the_limit_named() {
 }
 
 fn serve_fails(args: &[&str], cwd: &std::path::Path) -> String {
+    let ws = cwd.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
     let out = std::process::Command::new(axp())
         .arg("serve")
         .args(args)
         .arg("--state-dir")
         .arg(cwd.join("state"))
+        .arg("--workspace")
+        .arg(&ws)
         .current_dir(cwd)
         .output()
         .unwrap();
@@ -115,4 +119,35 @@ fn bad_audit_and_egress_settings_are_refused_with_the_entry_named() {
             assert!(err.contains(n), "{text:?}: expected {n:?} in: {err}");
         }
     }
+}
+
+#[test]
+fn a_state_dir_a_sandboxed_job_could_reach_is_refused() {
+    // The state dir holds the token and operator keys and the audit log: inside the workspace,
+    // or under a path a session could be granted, a job could forge or rewrite them.
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let run = |state: &std::path::Path, extra: &[&str]| {
+        let out = std::process::Command::new(axp())
+            .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
+            .arg(&ws)
+            .arg("--state-dir")
+            .arg(state)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "serve should refuse to start");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let err = run(&ws.join(".axp-state"), &[]);
+    assert!(
+        err.contains("reachable from sandboxed jobs through the workspace") && err.contains("--state-dir"),
+        "{err}"
+    );
+    let toml = tmp.path().join("axp.toml");
+    std::fs::write(&toml, format!("[session]\ncapabilities = [\"tool(*)\", \"fs.read({})\"]\n", tmp.path().display()))
+        .unwrap();
+    let err = run(&tmp.path().join("state"), &["--config", toml.to_str().unwrap()]);
+    assert!(err.contains("through the grant `fs.read("), "{err}");
 }

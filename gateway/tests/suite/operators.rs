@@ -122,7 +122,11 @@ fn a_non_loopback_listen_without_operators_is_refused() {
         .args(["serve", "--listen", "0.0.0.0:0", "--state-dir"])
         .arg(tmp.path().join("state"))
         .arg("--workspace")
-        .arg(tmp.path())
+        .arg({
+            let w = tmp.path().join("ws");
+            std::fs::create_dir_all(&w).unwrap();
+            w
+        })
         .env("XDG_STATE_HOME", tmp.path().join("xdg"))
         .output()
         .unwrap();
@@ -202,6 +206,8 @@ fn typos_in_operator_approval_and_quota_settings_are_located() {
             .arg(&config)
             .arg("--state-dir")
             .arg(tmp.path().join("state"))
+            .arg("--workspace")
+            .arg(env!("CARGO_MANIFEST_DIR"))
             .current_dir(tmp.path())
             .output()
             .unwrap();
