@@ -48,7 +48,8 @@ for d in hello hostile hello-native hostile-native overreach abi-mismatch; do
     rm -rf "${dist:?}/$d"; mkdir -p "$dist/$d"
 done
 cp "$wasm/axp_example_hello.wasm" "$dist/hello/hello.wasm"
-manifest hello hello wasm hello.wasm 'net = ["api.example.test"]'
+manifest hello hello wasm hello.wasm 'net = ["api.example.test"]
+secrets = ["HELLO_GREETING"]'
 cp "$wasm/axp_example_hostile.wasm" "$dist/hostile/hostile.wasm"
 manifest hostile hostile wasm hostile.wasm ''
 cp "$native/libaxp_example_hello_native.so" "$dist/hello-native/hello_native.so"

@@ -39,6 +39,11 @@ pub struct PluginSettings {
     /// helper. A crash of one of these takes the gateway down.
     #[serde(default)]
     pub dangerously_trusted: Vec<String>,
+    /// Environment variables of the gateway whose values WASM plugins may look up with
+    /// `host.secret(NAME)`. A plugin sees only the names its manifest declares under
+    /// `[capabilities] secrets`; everything else (and every name not listed here) is `none`.
+    #[serde(default)]
+    pub secrets_from_env: Vec<String>,
 }
 
 impl PluginSettings {
@@ -63,6 +68,17 @@ impl PluginSettings {
     ) -> Result<HostContext> {
         let mut ctx = HostContext::with_limits(launcher, self.limits()).context("cannot start the plugin runtime")?;
         ctx.trusted = self.dangerously_trusted.clone();
+        for name in &self.secrets_from_env {
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') {
+                anyhow::bail!("[plugins] secrets_from_env: `{name}` is not a secret name (A-Z, 0-9 and _)");
+            }
+            match std::env::var(name) {
+                Ok(v) => {
+                    ctx.secrets.insert(name.clone(), v);
+                }
+                Err(_) => tracing::warn!(secret = %name, "[plugins] secrets_from_env names a variable that is not set"),
+            }
+        }
         ctx.workspace = Some(workspace.to_path_buf());
         ctx.egress_route = Some(Arc::new(move |net: &[String]| egress.socket_for(net)));
         Ok(ctx)

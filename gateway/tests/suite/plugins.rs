@@ -90,7 +90,7 @@ async fn a_wasm_plugin_is_added_served_called_and_removed_without_a_restart() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "add failed: {stderr}");
     assert!(stdout.contains("hello__echo\t") && stdout.contains("hello__fetch\t"), "{stdout}");
-    assert!(stderr.contains("verifying sha256") && stderr.contains("linting 3 tool descriptions"), "{stderr}");
+    assert!(stderr.contains("verifying sha256") && stderr.contains("linting 4 tool descriptions"), "{stderr}");
 
     let out = provider(&gw.state, &["list"]);
     let (stdout, _) = text(&out);
@@ -103,7 +103,7 @@ async fn a_wasm_plugin_is_added_served_called_and_removed_without_a_restart() {
     // The running gateway picks the install up and tells its clients.
     list_changed(&mut body).await;
     let names = index_names(&mut c, "hello").await;
-    assert_eq!(names, ["hello__echo", "hello__fetch", "hello__noop"], "{names:?}");
+    assert_eq!(names, ["hello__echo", "hello__fetch", "hello__greet", "hello__noop"], "{names:?}");
     let d = c.ok("axp.describe", json!({"name": "hello__echo"})).await;
     assert_eq!(d["provider"], "hello");
     let r = c.ok("tools/call", json!({"name": "hello__echo", "arguments": {"message": "hi from a plugin"}})).await;
@@ -330,12 +330,24 @@ async fn wasm_http_goes_through_the_egress_proxy_with_the_manifest_allowlist() {
     // but the attempt is the proxy's to see.
     let r = c.ok("tools/call", fetch("https://api.example.test/".into())).await;
     assert_eq!(r["isError"], true, "{r}");
-    let audit: String = std::fs::read_dir(state.join("egress"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
-        .map(|e| std::fs::read_to_string(e.path()).unwrap())
-        .collect();
+    // The proxy writes an attempt's record when its connection ends, from its own writer
+    // thread: wait for it rather than race it.
+    let read_audit = || -> String {
+        std::fs::read_dir(state.join("egress"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .collect()
+    };
+    let mut audit = read_audit();
+    for _ in 0..100 {
+        if audit.contains("api.example.test:443") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        audit = read_audit();
+    }
     assert!(audit.contains(&format!("api.example.test:{port}")) || audit.contains(&port.to_string()), "{audit}");
     assert!(audit.contains("api.example.test:443"), "the HTTPS attempt went through the proxy: {audit}");
     assert!(!audit.contains("evil.example.test"), "{audit}");
@@ -359,4 +371,52 @@ async fn an_artifact_changed_after_install_is_not_mounted() {
     let mut c = Rpc::new(&gw.url);
     assert!(index_names(&mut c, "hello").await.is_empty(), "a tampered plugin must not be served");
     assert_eq!(index_names(&mut c, "hello-native").await.len(), 2, "the others still are");
+}
+
+#[tokio::test]
+async fn a_plugin_gets_the_secrets_its_manifest_declares_and_no_others() {
+    // The operator hands two of the gateway's environment variables to plugins; `hello`
+    // declares HELLO_GREETING, `hostile` declares nothing and asks anyway.
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let cfg = tmp.path().join("axp.toml");
+    std::fs::write(&cfg, "[plugins]\nsecrets_from_env = [\"HELLO_GREETING\", \"AXP_TEST_OTHER_SECRET\"]\n").unwrap();
+    for name in ["hello", "hostile"] {
+        let out = Command::new(axp())
+            .args(["provider", "add", dist(name).to_str().unwrap(), "--config", cfg.to_str().unwrap()])
+            .arg("--state-dir")
+            .arg(&state)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{name}: {:?}", text(&out));
+    }
+    let gw = gateway()
+        .arg("--no-builtin")
+        .arg("--config")
+        .arg(cfg.to_str().unwrap())
+        .state(&state)
+        .start_with_env(&[("HELLO_GREETING", "Bonjour"), ("AXP_TEST_OTHER_SECRET", "s3cr3t")]);
+    let mut c = Rpc::new(&gw.url);
+    let r = c.ok("tools/call", json!({"name": "hello__greet", "arguments": {"name": "Ada"}})).await;
+    assert!(call_text(&r).contains("Bonjour, Ada!"), "{r}");
+    for wanted in ["HELLO_GREETING", "AXP_TEST_OTHER_SECRET", "PATH"] {
+        let r = c.ok("tools/call", json!({"name": "hostile__peek", "arguments": {"name": wanted}})).await;
+        assert!(call_text(&r).contains("\"found\":false"), "{wanted}: {r}");
+    }
+    // A name that is not a secret name is a configuration error, not a silent no-op.
+    std::fs::write(&cfg, "[plugins]\nsecrets_from_env = [\"lower-case\"]\n").unwrap();
+    let out = Command::new(axp())
+        .args(["serve", "--no-builtin", "--listen", "127.0.0.1:0", "--config", cfg.to_str().unwrap()])
+        .arg("--state-dir")
+        .arg(tmp.path().join("state2"))
+        .arg("--workspace")
+        .arg({
+            let w = tmp.path().join("ws");
+            std::fs::create_dir_all(&w).unwrap();
+            w
+        })
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{:?}", text(&out));
+    assert!(text(&out).1.contains("`lower-case` is not a secret name"), "{:?}", text(&out));
 }

@@ -18,12 +18,12 @@ async fn install_list_call_remove() {
         axp_plugin_host::install(&dist("hello"), &InstallOptions::default(), state.path(), &ctx, &quiet).await.unwrap();
     assert_eq!(entry.id, "hello");
     let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["echo", "noop", "fetch"]);
+    assert_eq!(names, ["echo", "noop", "greet", "fetch"]);
     assert!(state.path().join("plugins/hello/0.1.0/hello.wasm").is_file());
 
     let listed = axp_plugin_host::list(state.path()).unwrap();
     assert_eq!(listed.len(), 1);
-    assert_eq!(listed[0].tools, ["echo", "noop", "fetch"]);
+    assert_eq!(listed[0].tools, ["echo", "noop", "greet", "fetch"]);
     let (_, manifest) = axp_plugin_host::inspect(state.path(), "hello").unwrap();
     assert_eq!(manifest.capabilities.net, ["api.example.test"]);
 

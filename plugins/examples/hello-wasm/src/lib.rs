@@ -1,6 +1,7 @@
-//! `hello`: the example AXP WASM plugin. It owns three tools — `echo` (pure), `noop` (for the
-//! per-call benchmark) and `fetch` (an outbound HTTP GET through `wasi:http`, which the host
-//! allows only for the domains the manifest grants). It must not touch files or sockets: the
+//! `hello`: the example AXP WASM plugin. It owns four tools — `echo` (pure), `noop` (for the
+//! per-call benchmark), `fetch` (an outbound HTTP GET through `wasi:http`, which the host
+//! allows only for the domains the manifest grants) and `greet` (uses the `HELLO_GREETING`
+//! secret its manifest declares, looked up with `host.secret`). It must not touch files or sockets: the
 //! `axp:provider@0.1.0` world gives it neither.
 
 wit_bindgen::generate!({
@@ -39,6 +40,17 @@ fn tools() -> Value {
             "annotations": {"readOnlyHint": true}
         },
         {
+            "name": "greet",
+            "description": "Greets someone by name, with the greeting the operator configured as HELLO_GREETING, or \"Hello\" when none is configured. It has no side effects.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"name": {"type": "string", "description": "Who to greet."}},
+                "required": ["name"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": true}
+        },
+        {
             "name": "fetch",
             "description": "Fetches a URL with HTTP GET and returns its status and body as text. Only domains granted in the plugin manifest are reachable; others are refused by the host.",
             "inputSchema": {
@@ -62,7 +74,7 @@ impl Guest for Hello {
             id: "hello".into(),
             version: "0.1.0".into(),
             abi: "0.1.0".into(),
-            description: "Example AXP plugin: echo, noop and an HTTP fetch.".into(),
+            description: "Example AXP plugin: echo, noop, greet and an HTTP fetch.".into(),
         }
     }
 
@@ -89,6 +101,13 @@ impl Guest for Hello {
                 Ok(json!({"message": message}).to_string())
             }
             "noop" => Ok("null".into()),
+            "greet" => {
+                let who = args["name"]
+                    .as_str()
+                    .ok_or_else(|| err(ErrorKind::InvalidArguments, "`name` must be a string"))?;
+                let greeting = host::secret("HELLO_GREETING").unwrap_or_else(|| "Hello".into());
+                Ok(json!({"text": format!("{greeting}, {who}!")}).to_string())
+            }
             "fetch" => {
                 let url = args["url"]
                     .as_str()

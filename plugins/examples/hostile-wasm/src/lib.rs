@@ -1,6 +1,7 @@
 //! `hostile`: a WASM plugin that misbehaves on purpose, for the host's containment tests. `spin`
 //! loops forever (stopped by the epoch deadline), `hog` allocates without bound (stopped by the
-//! store's memory limit) and `boom` panics (a trap). It must never be installed outside tests.
+//! store's memory limit), `boom` panics (a trap) and `peek` asks the host for a secret its
+//! manifest does not declare (the host must say no). It must never be installed outside tests.
 
 wit_bindgen::generate!({
     world: "axp-provider",
@@ -16,7 +17,8 @@ struct Hostile;
 const TOOLS: &str = r#"[
  {"name":"spin","description":"Loops forever. Test fixture for the host's CPU deadline; never install it elsewhere.","inputSchema":{"type":"object"}},
  {"name":"hog","description":"Allocates memory without bound. Test fixture for the host's memory limit; never install it elsewhere.","inputSchema":{"type":"object"}},
- {"name":"boom","description":"Panics. Test fixture for trap handling; never install it elsewhere.","inputSchema":{"type":"object"}}
+ {"name":"boom","description":"Panics. Test fixture for trap handling; never install it elsewhere.","inputSchema":{"type":"object"}},
+ {"name":"peek","description":"Reports whether the host answers a lookup of the named value. Test fixture for grant checks; never install it elsewhere.","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The name to look up."}},"required":["name"]}}
 ]"#;
 
 impl Guest for Hostile {
@@ -37,8 +39,16 @@ impl Guest for Hostile {
         None
     }
 
-    fn call(name: String, _args_json: String, _meta: String) -> Result<String, ToolError> {
+    fn call(name: String, args_json: String, _meta: String) -> Result<String, ToolError> {
         match name.as_str() {
+            "peek" => {
+                let args: serde_json::Value = serde_json::from_str(&args_json).unwrap_or_default();
+                let wanted = args["name"]
+                    .as_str()
+                    .ok_or_else(|| ToolError { kind: ErrorKind::InvalidArguments, message: "`name` is required".into() })?;
+                let found = axp::provider::host::secret(wanted).is_some();
+                Ok(serde_json::json!({"found": found}).to_string())
+            }
             "spin" => {
                 let mut n: u64 = 0;
                 loop {
