@@ -101,8 +101,8 @@ fn unprivileged_user_reaches_the_proxy_through_the_forwarder() {
         for mut s in listener.incoming().flatten() {
             let mut buf = [0u8; 16];
             if let Ok(n) = s.read(&mut buf) {
-                let _ = s.write_all(b"via-proxy:");
-                let _ = s.write_all(&buf[..n]);
+                // One write: the client reads its answer with a single recv.
+                let _ = s.write_all(&[b"via-proxy:".as_slice(), &buf[..n]].concat());
             }
         }
     });
