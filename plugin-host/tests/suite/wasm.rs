@@ -185,7 +185,7 @@ async fn http_goes_through_the_egress_proxy_and_its_policy() {
     assert!(!out.is_error, "{out:?}");
     assert_eq!(out.structured_content.unwrap()["body"], "hello from the test server");
     assert_eq!(seen.recv().await.unwrap(), target);
-    let audit = std::fs::read_to_string(open.path().join("audit.jsonl")).unwrap();
+    let audit = audit_containing(&open.path().join("audit.jsonl"), &port.to_string()).await;
     assert!(audit.contains(&port.to_string()), "the proxy saw and recorded it: {audit}");
 
     // Same grant in the host, but the proxy's own checks refuse loopback: nothing goes around
@@ -203,6 +203,20 @@ async fn http_goes_through_the_egress_proxy_and_its_policy() {
     let out = call(&p, "fetch", json!({"url": format!("https://{target}/x")})).await.unwrap();
     assert!(out.is_error && out.joined_text().contains("HttpRequestDenied"), "{out:?}");
     assert!(seen.try_recv().is_err(), "a request refused by the proxy reached the server");
-    let audit = std::fs::read_to_string(strict.path().join("audit.jsonl")).unwrap();
+    let audit = audit_containing(&strict.path().join("audit.jsonl"), "deny").await;
     assert!(audit.contains("deny"), "{audit}");
+}
+
+/// The proxy's audit file once it holds `needle` (or after 5 s): the proxy writes a record when
+/// the connection ends, from its own writer thread, so a test reading at once would race it.
+async fn audit_containing(path: &std::path::Path, needle: &str) -> String {
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.contains(needle) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    text
 }
