@@ -52,24 +52,8 @@ except OSError as e:
     assert!(out.contains("direct=blocked"), "{out}");
     assert!(out.contains("host-loopback=blocked"), "{out}");
     assert!(out.contains("udp-dns=blocked"), "{out}");
-    // Every attempt through the proxy is in its audit file, with the reason (written when the
-    // connection ends, by the proxy's writer thread: wait for it rather than race it).
-    let read_audit = || -> String {
-        std::fs::read_dir(state.join("egress"))
-            .unwrap()
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
-            .map(|e| std::fs::read_to_string(e.path()).unwrap())
-            .collect()
-    };
-    let mut audit = read_audit();
-    for _ in 0..100 {
-        if audit.contains("evil.example.org") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        audit = read_audit();
-    }
+    // Every attempt through the proxy is in its audit file, with the reason.
+    let audit = egress_audit_containing(&state, "evil.example.org").await;
     assert!(audit.contains("evil.example.org") && audit.contains("deny"), "{audit}");
     // A session without a net grant has no proxy at all.
     let mut offline = Rpc::open(&gw.url, json!({"capabilities": ["proc.spawn"]})).await;

@@ -249,3 +249,26 @@ pub fn stdout_of(events: &[Value]) -> String {
 pub fn exit_of(events: &[Value]) -> Value {
     events.iter().find(|e| e["kind"] == "exit").cloned().unwrap_or(Value::Null)
 }
+
+/// Every egress proxy's own audit file under `STATE/egress/`, once it holds `needle` (or after
+/// 5 s). A proxy writes an attempt's record when its connection ends, from its own writer
+/// thread: a test that reads at once would race it.
+pub async fn egress_audit_containing(state: &Path, needle: &str) -> String {
+    let read = || -> String {
+        std::fs::read_dir(state.join("egress"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .collect()
+    };
+    let mut audit = read();
+    for _ in 0..100 {
+        if audit.contains(needle) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        audit = read();
+    }
+    audit
+}

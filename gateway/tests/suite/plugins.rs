@@ -330,24 +330,7 @@ async fn wasm_http_goes_through_the_egress_proxy_with_the_manifest_allowlist() {
     // but the attempt is the proxy's to see.
     let r = c.ok("tools/call", fetch("https://api.example.test/".into())).await;
     assert_eq!(r["isError"], true, "{r}");
-    // The proxy writes an attempt's record when its connection ends, from its own writer
-    // thread: wait for it rather than race it.
-    let read_audit = || -> String {
-        std::fs::read_dir(state.join("egress"))
-            .unwrap()
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
-            .map(|e| std::fs::read_to_string(e.path()).unwrap())
-            .collect()
-    };
-    let mut audit = read_audit();
-    for _ in 0..100 {
-        if audit.contains("api.example.test:443") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        audit = read_audit();
-    }
+    let audit = egress_audit_containing(&state, "api.example.test:443").await;
     assert!(audit.contains(&format!("api.example.test:{port}")) || audit.contains(&port.to_string()), "{audit}");
     assert!(audit.contains("api.example.test:443"), "the HTTPS attempt went through the proxy: {audit}");
     assert!(!audit.contains("evil.example.test"), "{audit}");
