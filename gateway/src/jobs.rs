@@ -270,19 +270,7 @@ impl Jobs {
         timeout: Option<Duration>,
         work: Work,
     ) -> Result<(JobRecord, bool), RpcError> {
-        let rec = JobRecord {
-            id: id.clone(),
-            session_id: session_id.to_string(),
-            kind: kind.to_string(),
-            spec,
-            state: JobState::Running,
-            exit_code: None,
-            signal: None,
-            error: None,
-            created_ms: now_ms(),
-            ended_ms: None,
-            idempotency_key,
-        };
+        let rec = new_record(&id, session_id, kind, spec, JobState::Running, idempotency_key);
         match self.store.create_job(&rec).map_err(|e| internal("recording a job", e))? {
             Created::Existing(existing) => return Ok((existing, false)),
             Created::New => {}
@@ -398,19 +386,7 @@ impl Jobs {
         request: Value,
     ) -> Result<JobRecord, RpcError> {
         let id = format!("j_{}", uuid::Uuid::new_v4().simple());
-        let rec = JobRecord {
-            id: id.clone(),
-            session_id: session_id.to_string(),
-            kind: kind.to_string(),
-            spec,
-            state: JobState::AwaitingApproval,
-            exit_code: None,
-            signal: None,
-            error: None,
-            created_ms: now_ms(),
-            ended_ms: None,
-            idempotency_key,
-        };
+        let rec = new_record(&id, session_id, kind, spec, JobState::AwaitingApproval, idempotency_key);
         match self.store.create_job(&rec).map_err(|e| internal("recording a job", e))? {
             Created::Existing(existing) => return Ok(existing),
             Created::New => {}
@@ -675,6 +651,30 @@ fn not_parked(job_id: &str) -> RpcError {
         ErrorCode::InvalidParams,
         format!("job `{job_id}` is not awaiting approval (already decided, cancelled, or never parked)"),
     )
+}
+
+/// A job's record as it is first stored: no end yet.
+fn new_record(
+    id: &str,
+    session_id: &str,
+    kind: &str,
+    spec: Value,
+    state: JobState,
+    idempotency_key: Option<String>,
+) -> JobRecord {
+    JobRecord {
+        id: id.to_string(),
+        session_id: session_id.to_string(),
+        kind: kind.to_string(),
+        spec,
+        state,
+        exit_code: None,
+        signal: None,
+        error: None,
+        created_ms: now_ms(),
+        ended_ms: None,
+        idempotency_key,
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

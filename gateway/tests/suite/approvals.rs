@@ -53,8 +53,7 @@ fn start(state: &Path, ws: &Path, config: &Path) -> Gw {
 #[tokio::test]
 async fn a_parked_call_survives_a_restart_and_only_an_operator_decides_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let (state, ws) = (tmp.path().join("state"), tmp.path().join("ws"));
-    std::fs::create_dir_all(&ws).unwrap();
+    let (state, ws) = (tmp.path().join("state"), workspace_in(&tmp));
     let config = tmp.path().join("axp.toml");
     std::fs::write(&config, "[approval]\nrequired = [\"files__run_command\"]\n").unwrap();
     let gw = start(&state, &ws, &config);
@@ -150,8 +149,7 @@ async fn a_parked_call_survives_a_restart_and_only_an_operator_decides_it() {
 #[tokio::test]
 async fn an_mcp_tools_call_waits_for_approval_and_revocation_is_durable() {
     let tmp = tempfile::tempdir().unwrap();
-    let (state, ws) = (tmp.path().join("state"), tmp.path().join("ws"));
-    std::fs::create_dir_all(&ws).unwrap();
+    let (state, ws) = (tmp.path().join("state"), workspace_in(&tmp));
     let config = tmp.path().join("axp.toml");
     std::fs::write(&config, "[approval]\nrequired = [\"files__read_*\"]\n").unwrap();
     std::fs::write(ws.join("a.txt"), "hello").unwrap();
@@ -271,8 +269,7 @@ async fn an_mcp_server_marked_approval_required_waits_and_axp_deny_fails_the_cal
 #[tokio::test]
 async fn a_configured_operator_signs_with_its_own_key() {
     let tmp = tempfile::tempdir().unwrap();
-    let (state, ws) = (tmp.path().join("state"), tmp.path().join("ws"));
-    std::fs::create_dir_all(&ws).unwrap();
+    let (state, ws) = (tmp.path().join("state"), workspace_in(&tmp));
     let key_file = tmp.path().join("alice.key");
     let out = Command::new(axp()).args(["operator", "keygen", "--out"]).arg(&key_file).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -332,7 +329,7 @@ fn approval_required_tools_are_refused_on_a_stdio_only_gateway() {
         .arg("--state-dir")
         .arg(tmp.path().join("state"))
         .arg("--workspace")
-        .arg(ws(&tmp))
+        .arg(workspace_in(&tmp))
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
@@ -342,7 +339,7 @@ fn approval_required_tools_are_refused_on_a_stdio_only_gateway() {
 }
 
 /// A workspace beside (never around) the test's state dir.
-fn ws(tmp: &tempfile::TempDir) -> std::path::PathBuf {
+fn workspace_in(tmp: &tempfile::TempDir) -> std::path::PathBuf {
     let w = tmp.path().join("ws");
     std::fs::create_dir_all(&w).unwrap();
     w
