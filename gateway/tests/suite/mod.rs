@@ -10,6 +10,7 @@ pub mod denials;
 pub mod egress;
 pub mod fleet;
 pub mod jobs;
+pub mod legacy_sse;
 pub mod lint;
 pub mod mcp_clients;
 pub mod operators;
