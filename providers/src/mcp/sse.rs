@@ -15,7 +15,8 @@
 //! otherwise make the gateway POST every message, with the operator's configured `headers`
 //! (often credentials), to a host of its choosing. Redirects are followed only within the
 //! origin, and only with 307/308 (which keep a POST's body), as rmcp's own Streamable HTTP
-//! client does.
+//! client does. One SSE event may be at most [`MAX_EVENT_BYTES`]: a server that never ends an
+//! event cannot grow the gateway's memory without bound (the stream fails, the session ends).
 //!
 //! Ordering: rmcp starts each outgoing message's send future in order but runs them
 //! concurrently; a single writer task POSTs them one after another, so the server sees them in
@@ -45,6 +46,8 @@ const DRAIN_MAX: usize = 64 * 1024;
 const MAX_REDIRECTS: usize = 10;
 /// Server messages buffered between the GET stream and the rmcp service loop.
 const INBOX: usize = 256;
+/// Largest SSE event accepted (a tool result with images can be large, but not unbounded).
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// Why the legacy SSE transport failed.
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +163,14 @@ fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, SseError>
     Ok(map)
 }
 
+/// The operator's headers with ours set (replacing theirs: `RequestBuilder::header` would add
+/// a second value).
+fn with(headers: &HeaderMap, name: HeaderName, value: &'static str) -> HeaderMap {
+    let mut h = headers.clone();
+    h.insert(name, HeaderValue::from_static(value));
+    h
+}
+
 /// The origin of `url` as `scheme://host:port`.
 fn origin_text(url: &Url) -> String {
     url.origin().ascii_serialization()
@@ -208,6 +219,7 @@ async fn describe_failure(resp: reqwest::Response) -> String {
 impl LegacySseTransport {
     /// Opens the SSE stream at `url` with `headers` on every request, and waits for the
     /// server's `endpoint` event. The caller bounds the wait (the provider's connect timeout).
+    /// `Accept` (on the GET) and `Content-Type` (on POSTs) are ours and replace the operator's.
     pub async fn connect(url: &str, headers: &BTreeMap<String, String>) -> Result<Self, SseError> {
         let stream_url = Url::parse(url).map_err(|e| SseError::Config(format!("`{url}` is not a URL: {e}")))?;
         if !matches!(stream_url.scheme(), "http" | "https") {
@@ -222,8 +234,7 @@ impl LegacySseTransport {
         let connect_err = |reason: String| SseError::Connect { url: url.to_string(), reason };
         let resp = client
             .get(stream_url.clone())
-            .headers(headers.clone())
-            .header(ACCEPT, "text/event-stream")
+            .headers(with(&headers, ACCEPT, "text/event-stream"))
             .send()
             .await
             .map_err(|e| connect_err(error_chain(&e)))?;
@@ -240,7 +251,7 @@ impl LegacySseTransport {
         }
         // Redirects stay on the origin, so the final URL is the base for relative endpoints.
         let base = resp.url().clone();
-        let mut events = SseStream::from_bytes_stream(resp.bytes_stream());
+        let mut events = SseStream::from_bytes_stream(bounded(resp.bytes_stream(), MAX_EVENT_BYTES));
         let link = Link::default();
         let (inbox_tx, inbox) = mpsc::channel(INBOX);
         // Messages a server sends before naming its endpoint are kept, not lost.
@@ -276,6 +287,43 @@ impl LegacySseTransport {
     pub fn endpoint(&self) -> &Url {
         &self.endpoint
     }
+}
+
+/// Fails the byte stream once one SSE event (the bytes between blank lines) passes `max`:
+/// `sse-stream` buffers an event until its blank line, so a server that never sends one would
+/// otherwise grow the gateway's memory without bound. Counting needs only the line ends
+/// (`\n`, `\r`, `\r\n`), not a second parser.
+fn bounded<S, E>(stream: S, max: usize) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, E>>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let mut in_event = 0usize;
+    let mut line_start = true;
+    let mut prev = 0u8;
+    stream.map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        for &b in chunk.iter() {
+            match b {
+                b'\n' if prev == b'\r' => {}
+                b'\n' | b'\r' => {
+                    if line_start {
+                        in_event = 0;
+                    }
+                    line_start = true;
+                }
+                _ => {
+                    line_start = false;
+                    in_event += 1;
+                }
+            }
+            prev = b;
+        }
+        if in_event > max {
+            return Err(std::io::Error::other(format!("an SSE event is larger than {max} bytes")));
+        }
+        Ok(chunk)
+    })
 }
 
 /// `e` and its sources, `: `-joined (reqwest's top-level message alone says little).
@@ -356,8 +404,7 @@ async fn post(
     let body = serde_json::to_vec(message).map_err(|e| SseError::Post(format!("cannot encode the message: {e}")))?;
     let resp = client
         .post(endpoint.clone())
-        .headers(headers.clone())
-        .header(CONTENT_TYPE, "application/json")
+        .headers(with(headers, CONTENT_TYPE, "application/json"))
         .timeout(POST_TIMEOUT)
         .body(body)
         .send()
@@ -444,6 +491,28 @@ mod tests {
         let msg = resolve_endpoint(&base(), "http://evil.example/x").unwrap_err().to_string();
         assert!(msg.contains("http://evil.example") && msg.contains("http://127.0.0.1:3001"), "{msg}");
         assert!(matches!(resolve_endpoint(&base(), "  "), Err(SseError::BadEndpoint { .. })));
+    }
+
+    async fn parse(chunks: Vec<&'static str>, max: usize) -> Vec<Result<Option<String>, String>> {
+        let stream = futures::stream::iter(
+            chunks.into_iter().map(|c| Ok::<_, std::io::Error>(bytes::Bytes::from_static(c.as_bytes()))),
+        );
+        SseStream::from_bytes_stream(bounded(stream, max))
+            .map(|r| r.map(|e| e.data).map_err(|e| error_chain(&e)))
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn events_within_the_bound_pass_and_an_endless_one_is_cut_off() {
+        // Many events, each under the bound, in total far over it; CRLF and split chunks.
+        let ok = parse(vec!["data: 0123456789\r\n\r\n", "data: 0123", "456789\n", "\n", "data: x\r\r"], 20).await;
+        let data: Vec<_> = ok.into_iter().map(Result::unwrap).collect();
+        assert_eq!(data, vec![Some("0123456789".into()), Some("0123456789".into()), Some("x".into())]);
+        // One event whose data lines never end with a blank line.
+        let cut = parse(vec!["data: 0123456789\n", "data: 0123456789\n", "data: 0123456789\n"], 30).await;
+        let err = cut.last().unwrap().clone().unwrap_err();
+        assert!(err.contains("larger than 30 bytes"), "{err}");
     }
 
     #[test]
