@@ -239,6 +239,10 @@ fn outgrows_small(events: u64, bytes: u64) -> bool {
     events > SMALL_LOG_EVENTS || bytes > SMALL_LOG_BYTES
 }
 
+fn create_new(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(path)
+}
+
 fn open_ro(path: &Path) -> Result<Option<File>> {
     match File::open(path) {
         Ok(f) => Ok(Some(f)),
@@ -282,16 +286,25 @@ impl JobLog {
     /// Opens or creates the log of `job_id` under `jobs_dir`, repairing a torn tail.
     pub(crate) fn open(jobs_dir: &Path, job_id: &str, shared: Shared) -> Result<JobLog> {
         let paths = LogPaths::new(jobs_dir, job_id)?;
-        let new_dir = !paths.dir.exists();
-        if new_dir {
-            create_private_dir(&paths.dir)?;
-        }
-        let new_file = !paths.data.exists();
-        let data = open_rw(&paths.data)?;
+        // The common case is a new job: one `open(O_CREAT|O_EXCL)` tells a new log from an
+        // existing one, and the shard directory is created only when that fails for its lack.
+        let mut new_dir = false;
+        let created = match create_new(&paths.data) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                new_dir = true;
+                create_private_dir(&paths.dir)?;
+                create_new(&paths.data)
+            }
+            other => other,
+        };
+        let (data, new_file) = match created {
+            Ok(f) => (f, true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (open_rw(&paths.data)?, false),
+            Err(e) => return Err(StoreError::io(&paths.data, e)),
+        };
+        // A new log has no index (job ids are fresh, so no stale one can be lying there); an
+        // existing one has one if it outgrew small.
         let index = if new_file {
-            // A stale index without its data (a crash between removing and … nothing removes
-            // logs today, but never trust it) would claim events that do not exist.
-            let _ = std::fs::remove_file(&paths.index);
             None
         } else {
             match open_ro(&paths.index)? {
