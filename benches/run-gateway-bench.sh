@@ -26,7 +26,7 @@ CARGO_TARGET_DIR=${BENCH_TARGET_DIR:-$ROOT/target-bench} \
   cargo build --release -q --manifest-path "$HERE/gateway-bench/Cargo.toml"
 BENCH=${BENCH_TARGET_DIR:-$ROOT/target-bench}/release/gateway-bench
 
-WORK=$(mktemp -d /tmp/axp-gateway-bench.XXXXXX)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/axp-gateway-bench.XXXXXX")
 mkdir -p "$WORK/state" "$WORK/ws"
 GW_PID=
 PERF_PID=

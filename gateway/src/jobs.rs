@@ -240,9 +240,10 @@ impl Jobs {
         &self.store
     }
 
-    /// A fresh job id (for work that must know its id before it starts, like code-mode's socket).
-    pub fn new_id() -> String {
-        format!("j_{}", uuid::Uuid::new_v4().simple())
+    /// A fresh job id (for work that must know its id before it starts, like code-mode's socket);
+    /// its log file may already exist (the store keeps a few ready).
+    pub fn new_id(&self) -> String {
+        self.store.new_job_id()
     }
 
     /// Creates and starts a job, or returns the existing one for the same idempotency key.
@@ -255,7 +256,7 @@ impl Jobs {
         timeout: Option<Duration>,
         work: Work,
     ) -> Result<(JobRecord, bool), RpcError> {
-        self.start_with_id(Self::new_id(), session_id, kind, spec, idempotency_key, timeout, work)
+        self.start_with_id(self.new_id(), session_id, kind, spec, idempotency_key, timeout, work)
     }
 
     /// [`Jobs::start`] with an id from [`Jobs::new_id`].
@@ -385,7 +386,7 @@ impl Jobs {
         idempotency_key: Option<String>,
         request: Value,
     ) -> Result<JobRecord, RpcError> {
-        let id = format!("j_{}", uuid::Uuid::new_v4().simple());
+        let id = self.new_id();
         let rec = new_record(&id, session_id, kind, spec, JobState::AwaitingApproval, idempotency_key);
         match self.store.create_job(&rec).map_err(|e| internal("recording a job", e))? {
             Created::Existing(existing) => return Ok(existing),

@@ -37,6 +37,7 @@
 mod error;
 mod jobs;
 pub mod log;
+mod reserve;
 mod sessions;
 mod sync;
 
@@ -127,11 +128,15 @@ pub struct StoreOptions {
     /// so that a gateway restarted right after its predecessor was killed does not fail while
     /// the kernel is still reaping it. Default: 2 s.
     pub lock_wait: Duration,
+    /// How many job ids [`Store::new_job_id`] keeps ready with their log file already created
+    /// (by a background thread; see `reserve.rs`). 0 (the default) creates each log file when
+    /// the job starts.
+    pub reserve_logs: usize,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { exit_sync: ExitSync::Inline, lock_wait: Duration::from_secs(2) }
+        StoreOptions { exit_sync: ExitSync::Inline, lock_wait: Duration::from_secs(2), reserve_logs: 0 }
     }
 }
 
@@ -139,6 +144,12 @@ impl StoreOptions {
     /// These options with the given exit-sync policy.
     pub fn exit_sync(mut self, exit_sync: ExitSync) -> Self {
         self.exit_sync = exit_sync;
+        self
+    }
+
+    /// These options with `n` job ids kept ready (see [`StoreOptions::reserve_logs`]).
+    pub fn reserve_logs(mut self, n: usize) -> Self {
+        self.reserve_logs = n;
         self
     }
 
@@ -171,6 +182,8 @@ struct Inner {
     syncer: Option<Arc<sync::Syncer>>,
     /// An fd on the state directory, for [`Store::sync_all`].
     dir_fd: File,
+    /// Job ids with their log file created ahead, when [`StoreOptions::reserve_logs`] > 0.
+    reserve: Option<reserve::Reserve>,
     /// Held (flock) for as long as the store or any of its job logs lives (each [`JobLog`] keeps
     /// a clone, so no other process can take the directory while a writer is still open);
     /// released by the kernel if the process dies.
@@ -268,6 +281,13 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         migrate(&mut conn, &db_path)?;
         let dir_fd = File::open(state_dir).map_err(|e| StoreError::io(state_dir, e))?;
+        reserve::clean_up(&jobs_dir, |id| {
+            Ok(conn.prepare_cached("SELECT 1 FROM jobs WHERE id = ?1")?.exists([id])?)
+        })?;
+        let reserve = match options.reserve_logs {
+            0 => None,
+            n => Some(reserve::Reserve::start(&jobs_dir, n)?),
+        };
         let syncer = match options.exit_sync {
             ExitSync::Inline => None,
             ExitSync::Batched { interval } => Some(Arc::new(sync::Syncer::start(state_dir, interval)?)),
@@ -282,6 +302,7 @@ impl Store {
                 logs: Mutex::new(HashMap::new()),
                 syncer,
                 dir_fd,
+                reserve,
                 lock: Arc::new(lock),
             }),
         })
@@ -298,6 +319,13 @@ impl Store {
 
     pub(crate) fn db_path(&self) -> &Path {
         &self.inner.db_path
+    }
+
+    /// A fresh id for a new job (`j_` and 32 hex digits), with its log file already created
+    /// when the store keeps a reserve ([`StoreOptions::reserve_logs`]), so that starting the
+    /// job does not wait for the file system.
+    pub fn new_job_id(&self) -> String {
+        self.inner.reserve.as_ref().and_then(reserve::Reserve::take).unwrap_or_else(reserve::fresh_id)
     }
 
     /// Opens the log of job `job_id` for appending, creating it if it does not exist and

@@ -119,6 +119,11 @@ fn shard(id: &str) -> String {
     format!("{:02x}", h & 0xff)
 }
 
+/// Where the data file of job `id`'s log lives (the file [`crate::reserve`] creates ahead).
+pub(crate) fn data_path(jobs_dir: &Path, id: &str) -> Result<PathBuf> {
+    Ok(LogPaths::new(jobs_dir, id)?.data)
+}
+
 /// Where the files of job `id`'s log live.
 #[derive(Debug, Clone)]
 struct LogPaths {
@@ -319,11 +324,13 @@ impl JobLog {
         if new_dir {
             unsynced_dirs.push(jobs_dir.to_path_buf());
         }
-        if new_file {
+        // An empty data file is new too: created ahead by the reserve, its entry not yet synced.
+        let fresh = new_file || (index.is_none() && file_len(&data, &paths.data)? == 0);
+        if fresh {
             unsynced_dirs.push(paths.dir.clone());
         }
         let (next_seq, data_len, mut small_ends) =
-            if new_file { (0, 0, Vec::new()) } else { recover(&data, index.as_ref(), &paths, job_id)? };
+            if fresh { (0, 0, Vec::new()) } else { recover(&data, index.as_ref(), &paths, job_id)? };
         let index = match index {
             // A crash while the log was outgrowing small: finish what the append began.
             None if outgrows_small(next_seq, data_len) => {

@@ -29,7 +29,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::dispatch::Gateway;
-use crate::jobs::{Jobs, Work};
+use crate::jobs::Work;
 use crate::session::Session;
 use crate::util::{internal, now_ms};
 
@@ -63,7 +63,7 @@ pub fn start(
             format!("the program is {} bytes; code-mode accepts at most {MAX_SOURCE}", code.source.len()),
         ));
     }
-    let id = Jobs::new_id();
+    let id = gw.jobs.new_id();
     // The SDK offers what the token allows; the job's token carries exactly those tool grants.
     let tools: Vec<sdk::Tool> = gw
         .registry
