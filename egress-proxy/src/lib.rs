@@ -21,7 +21,7 @@ pub mod tls;
 
 pub use audit::{AuditRecord, Observer};
 pub use policy::{Cidr, Policy, Rule};
-pub use proxy::{Proxy, ProxyConfig, ProxyError, serve};
+pub use proxy::{Budget, Proxy, ProxyConfig, ProxyError, serve};
 
 /// A deterministic mutation fuzz over every pure parser: no input may panic, and what the host
 /// parser accepts must be canonical. (The parsers take plain byte slices and strings, so they can
