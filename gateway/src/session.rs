@@ -59,8 +59,10 @@ pub struct Sessions {
     auth: Auth,
     cache: RwLock<HashMap<String, Arc<Session>>>,
     /// Called with a session's id once it is closed (stops the session's egress proxy).
-    on_close: Option<Box<dyn Fn(&str) + Send + Sync>>,
+    on_close: Option<CloseHook>,
 }
+
+type CloseHook = Box<dyn Fn(&str) + Send + Sync>;
 
 fn random_b64(n: usize) -> String {
     let bytes: Vec<u8> = (0..n).map(|_| rand::random::<u8>()).collect();
