@@ -513,3 +513,24 @@ async fn a_providers_attempts_are_audited_under_its_name() {
     assert!(rec["session"].is_null() && rec["detail"]["session"].is_null(), "{rec:#}");
     assert!(lab.session_sockets().is_empty(), "the provider's proxy is not a session's");
 }
+
+/// `axp sandbox run --allow-net` goes through the same proxy path (a one-off instance of its
+/// own): the proxy is the only way out, and it refuses what was not allowed.
+#[test]
+fn sandbox_run_allow_net_goes_through_the_proxy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(axp())
+        .args(["sandbox", "run", "--allow-net", "api.allowed.test", "--workspace"])
+        .arg(tmp.path())
+        .args(["--", "sh", "-c"])
+        .arg(
+            "echo proxy=$HTTP_PROXY; curl -s -m 5 -D - -o /dev/null http://evil.example.org/ | tr -d '\\r' | grep -i '^x-axp-deny-reason'; \
+             curl -s -m 3 --noproxy '*' http://93.184.216.34/ >/dev/null 2>&1 && echo direct=open || echo direct=blocked",
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("proxy=http://127.0.0.1:3128"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.to_ascii_lowercase().contains("x-axp-deny-reason: not_granted"), "{stdout}");
+    assert!(stdout.contains("direct=blocked"), "{stdout}");
+}
