@@ -459,13 +459,14 @@ print('released', flush=True)
     );
 }
 
-/// A session's proxy also ends at the session's expiry, with nobody closing it.
+/// A session's proxy also ends at the session's expiry, with nobody closing it. (The TTL leaves
+/// the job a few seconds to fetch before the session, and with it the proxy, goes.)
 #[tokio::test]
 async fn an_expired_sessions_proxy_stops() {
     let lab = Lab::start("hello from upstream", "").await;
     let mut s = Rpc::open(
         &lab.gw.url,
-        json!({"capabilities": ["proc.spawn", format!("fs.write({})", lab.ws.display()), "net.connect(api.allowed.test)"], "ttl_s": 2}),
+        json!({"capabilities": ["proc.spawn", format!("fs.write({})", lab.ws.display()), "net.connect(api.allowed.test)"], "ttl_s": 3}),
     )
     .await;
     let out = run(&mut s, &format!("curl -s -m 5 http://api.allowed.test:{}/", lab.port)).await;
