@@ -79,7 +79,7 @@ if [ "${PERF_STAT:-0}" = 1 ] && command -v perf >/dev/null; then
   PERF_PID=$!
 fi
 
-"$BENCH" --node node --everything "$EVERYTHING" --url "$URL" --gateway-pid "$GW_PID" "$@"
+"$BENCH" --node node --everything "$EVERYTHING" --url "$URL" --gateway-pid "$GW_PID" --sandbox-axp "$AXP" "$@"
 
 echo "load after:$(uptime | sed 's/.*load average//')"
 if [ -n "$PERF_PID" ]; then

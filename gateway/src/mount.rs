@@ -82,7 +82,12 @@ pub async fn fleet(
                     policy: pol,
                 })
             }
-            Transport::Http { url, headers, .. } => McpTransport::Http { url: url.clone(), headers: headers.clone() },
+            Transport::Http { url, headers, legacy_sse: false } => {
+                McpTransport::Http { url: url.clone(), headers: headers.clone() }
+            }
+            Transport::Http { url, headers, legacy_sse: true } => {
+                McpTransport::LegacySse { url: url.clone(), headers: headers.clone() }
+            }
         };
         let mut cfg = McpConfig::new(ProviderId(s.name.clone()), transport);
         cfg.timeout = Duration::from_secs(s.timeout_s);

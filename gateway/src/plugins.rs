@@ -131,7 +131,7 @@ struct Loaded {
     stop: CancellationToken,
 }
 
-/// The plugins a gateway serves, kept in step with `STATE_DIR/plugins.lock`.
+/// The plugins a gateway serves, kept in step with `STATE_DIR/plugins/plugins.lock`.
 pub struct Plugins {
     gw: Arc<Gateway>,
     state_dir: PathBuf,
@@ -247,10 +247,12 @@ impl Plugins {
         });
     }
 
-    /// Watches the state dir (not recursively) for the lockfile being replaced, and re-syncs
+    /// Watches the plugins dir (not recursively) for the lockfile being replaced, and re-syncs
     /// after changes settle. `notify` gives inotify where it can, polling where it cannot.
     fn watch(self: Arc<Self>) -> Result<()> {
         use notify::Watcher;
+        let dir = axp_plugin_host::plugins_dir(&self.state_dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
         let lock_name = std::ffi::OsStr::new(axp_plugin_host::LOCK_FILE);
         let on_event = move |ev: notify::Result<notify::Event>| {
@@ -261,16 +263,16 @@ impl Plugins {
             }
         };
         let watcher: Box<dyn notify::Watcher + Send> = match notify::recommended_watcher(on_event.clone()) {
-            Ok(mut w) => match w.watch(&self.state_dir, notify::RecursiveMode::NonRecursive) {
+            Ok(mut w) => match w.watch(&dir, notify::RecursiveMode::NonRecursive) {
                 Ok(()) => Box::new(w),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot watch the plugins lockfile with inotify; polling every second");
-                    poll_watcher(on_event, &self.state_dir)?
+                    poll_watcher(on_event, &dir)?
                 }
             },
             Err(e) => {
                 tracing::warn!(error = %e, "cannot watch the plugins lockfile with inotify; polling every second");
-                poll_watcher(on_event, &self.state_dir)?
+                poll_watcher(on_event, &dir)?
             }
         };
         tokio::spawn(async move {
@@ -291,6 +293,6 @@ fn poll_watcher(on_event: impl notify::EventHandler, dir: &Path) -> Result<Box<d
     use notify::Watcher;
     let cfg = notify::Config::default().with_poll_interval(Duration::from_secs(1)).with_compare_contents(true);
     let mut w = notify::PollWatcher::new(on_event, cfg).context("cannot start the plugins lockfile poller")?;
-    w.watch(dir, notify::RecursiveMode::NonRecursive).context("cannot watch the state dir")?;
+    w.watch(dir, notify::RecursiveMode::NonRecursive).context("cannot watch the plugins dir")?;
     Ok(Box::new(w))
 }

@@ -1,5 +1,5 @@
 //! Install, list, inspect, remove and load plugins in a state directory. This file owns the
-//! on-disk layout (`STATE/plugins/<id>/<version>/`, `STATE/plugins.lock`) and the install
+//! on-disk layout (`STATE/plugins/<id>/<version>/`, `STATE/plugins/plugins.lock`) and the install
 //! checks in order: manifest, digest (against the manifest and `--sha256`), signature (when a
 //! key is given), a trial instantiation that lists the tools, then the copy and the lockfile
 //! entry. It does not lint descriptions (the gateway does, with the returned tools) and it does
@@ -429,12 +429,29 @@ pub async fn install_vetted(
     Ok((entry, tools))
 }
 
+/// The directory holding the lockfile and the installed plugins. Gateways watch it (not the
+/// state dir, whose database and audit files change on every call: watching those cost ~5% of
+/// a busy gateway's CPU in inotify events nobody wanted).
+pub fn plugins_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("plugins")
+}
+
 fn lock_path(state_dir: &Path) -> PathBuf {
-    state_dir.join(LOCK_FILE)
+    plugins_dir(state_dir).join(LOCK_FILE)
 }
 
 fn read_lock(state_dir: &Path) -> Result<LockFile, InstallError> {
     let path = lock_path(state_dir);
+    // Lockfiles written before it moved into `plugins/` are moved there on first read.
+    let legacy = state_dir.join(LOCK_FILE);
+    if !path.exists() && legacy.exists() {
+        std::fs::create_dir_all(plugins_dir(state_dir)).map_err(io(format!("cannot create {}", path.display())))?;
+        std::fs::rename(&legacy, &path).map_err(io(format!(
+            "cannot move {} to {}",
+            legacy.display(),
+            path.display()
+        )))?;
+    }
     match std::fs::read_to_string(&path) {
         Ok(text) => toml::from_str(&text).map_err(|e| InstallError::Lock { path, message: e.to_string() }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(LockFile::default()),
@@ -444,9 +461,10 @@ fn read_lock(state_dir: &Path) -> Result<LockFile, InstallError> {
 
 /// Written to a temporary file and renamed, so a reader never sees half a lockfile.
 fn write_lock(state_dir: &Path, lock: &LockFile) -> Result<(), InstallError> {
-    std::fs::create_dir_all(state_dir).map_err(io(format!("cannot create {}", state_dir.display())))?;
+    let dir = plugins_dir(state_dir);
+    std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let path = lock_path(state_dir);
-    let tmp = state_dir.join(format!(".{LOCK_FILE}.tmp"));
+    let tmp = dir.join(format!(".{LOCK_FILE}.tmp"));
     let text =
         toml::to_string_pretty(lock).map_err(|e| InstallError::Lock { path: path.clone(), message: e.to_string() })?;
     std::fs::write(&tmp, format!("# Installed AXP plugins; written by `axp provider`.\n{text}"))

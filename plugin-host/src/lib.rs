@@ -12,7 +12,7 @@ pub mod wasm;
 
 pub use install::{
     EgressRoute, HostContext, InstallError, InstallOptions, Installed, LOCK_FILE, VetTools, fs_grants, inspect,
-    install, install_vetted, list, load_installed, load_installed_with, load_one, remove, sha256_hex,
+    install, install_vetted, list, load_installed, load_installed_with, load_one, plugins_dir, remove, sha256_hex,
 };
 pub use manifest::{ABI_VERSION, Capabilities, MANIFEST_FILE, Manifest, ManifestError, PluginKind};
 pub use native::{

@@ -1,6 +1,6 @@
 //! The `mcp` provider: one upstream MCP server, reached over stdio (a child process built by the
-//! gateway's [`Launcher`], so the sandbox wraps it) or over Streamable HTTP, through the `rmcp`
-//! client. It owns the connection's life: start, `tools/list` cache, `list_changed`, progress
+//! gateway's [`Launcher`], so the sandbox wraps it), over Streamable HTTP, or over the legacy
+//! 2024-11-05 "HTTP with SSE" transport ([`sse`]), through the `rmcp` client. It owns the connection's life: start, `tools/list` cache, `list_changed`, progress
 //! routing, cancellation, per-call timeouts, crash detection and restart with backoff.
 //!
 //! It must never fail hard: a server that cannot start or dies leaves the provider in place,
@@ -39,8 +39,11 @@
 //!   `ProviderError::Upstream` with code, message and data unchanged. A server that answers
 //!   with an MRTR `input_required` or a task is refused with an upstream error (not supported
 //!   yet).
-//! * **Legacy SSE transport** (the 2024-11-05 `GET /sse` + `POST /messages` pair) is not
-//!   offered: rmcp 3.11 has no client for it, only Streamable HTTP (which reads SSE responses).
+//! * **Legacy SSE transport** (the 2024-11-05 `GET /sse` + `POST /messages` pair): rmcp 3.11
+//!   has no client for it, so [`sse`] provides one as an rmcp transport. Its GET stream ending
+//!   is the session ending, watched like a stdio child's exit: calls in flight fail at once
+//!   with `Unavailable` and the server is reconnected with backoff. The server's `endpoint`
+//!   must be on the stream's origin, or the connection is refused.
 //! * Resources and prompts are passed through as raw JSON by inherent methods
 //!   ([`McpProvider::list_resources`], [`McpProvider::read_resource`],
 //!   [`McpProvider::list_resource_templates`], [`McpProvider::list_prompts`],
@@ -71,6 +74,8 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+pub mod sse;
+
 use crate::process::{DEFAULT_PATH, describe_status, kill_group};
 use crate::{CancellationToken, JobSink, Launcher, ProcessSpec, Provider, ProviderError, ProviderEvent, ProviderId};
 
@@ -84,6 +89,10 @@ pub enum McpTransport {
     /// A Streamable HTTP endpoint, with extra headers on every request (e.g. `Authorization`).
     /// `Accept`, `Mcp-Session-Id` and `Last-Event-Id` are managed by the client and refused.
     Http { url: String, headers: BTreeMap<String, String> },
+    /// A legacy (2024-11-05) "HTTP with SSE" server: `url` is the SSE stream (`GET`), whose
+    /// `endpoint` event names where messages are POSTed (same origin only). `headers` go on
+    /// both; `Accept` and `Content-Type` are set by the client.
+    LegacySse { url: String, headers: BTreeMap<String, String> },
 }
 
 /// Restart backoff: the n-th consecutive failure waits `initial_backoff * 2^n`, at most
@@ -484,6 +493,8 @@ struct Session {
     service_ct: CancellationToken,
     waiting: std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>>,
     child: Option<ChildProc>,
+    /// The GET stream of a legacy SSE session (its end is the session's end).
+    link: Option<sse::Link>,
     relist: mpsc::UnboundedReceiver<()>,
     suspect: mpsc::UnboundedReceiver<()>,
     tools: Vec<ToolSpec>,
@@ -516,6 +527,7 @@ impl Session {
             relist: relist_tx,
         };
         let service_ct = CancellationToken::new();
+        let mut link = None;
         let (running, child) = match &inner.cfg.transport {
             McpTransport::Stdio(spec) => {
                 let mut spec = spec.clone();
@@ -563,6 +575,14 @@ impl Session {
                     .map_err(|e| format!("cannot connect to {url}: {e}"))?;
                 (running, None)
             }
+            McpTransport::LegacySse { url, headers } => {
+                let transport = sse::LegacySseTransport::connect(url, headers).await.map_err(|e| e.to_string())?;
+                link = Some(transport.link());
+                let running = serve_client_with_ct(handler, transport, service_ct.clone())
+                    .await
+                    .map_err(|e| format!("MCP handshake with {url} (legacy SSE) failed: {e}"))?;
+                (running, None)
+            }
         };
         let peer = running.peer().clone();
         let waiting = Box::pin(async move {
@@ -580,8 +600,16 @@ impl Session {
             suspect: suspect_tx,
             pid,
         });
-        let mut session =
-            Session { conn, service_ct, waiting, child, relist: relist_rx, suspect: suspect_rx, tools: Vec::new() };
+        let mut session = Session {
+            conn,
+            service_ct,
+            waiting,
+            child,
+            link,
+            relist: relist_rx,
+            suspect: suspect_rx,
+            tools: Vec::new(),
+        };
         let peer = session.conn.peer.clone();
         session.tools = session.or_death(list_tools(&peer)).await??;
         Ok(session)
@@ -589,18 +617,23 @@ impl Session {
 
     /// Runs `fut` unless the connection dies first (then `Err(reason)`).
     async fn or_death<F: std::future::Future>(&mut self, fut: F) -> Result<F::Output, String> {
-        let exited = self.child.as_ref().map(|c| c.exited.clone()).unwrap_or_default();
+        let exited = self.gone();
         tokio::select! {
             out = fut => Ok(out),
             _ = exited.cancelled() => Err(self.exit_reason()),
-            reason = &mut self.waiting => Err(Self::closed_reason(self.child.as_ref(), reason).await),
+            reason = &mut self.waiting => Err(Self::closed_reason(self.child.as_ref(), self.link.as_ref(), reason).await),
         }
     }
 
     /// The connection closed. For a child that is exiting, rmcp usually sees EOF on stdout a
     /// moment before the exit is reaped; wait for it briefly, since the exit status and stderr
     /// say far more than "closed".
-    async fn closed_reason(child: Option<&ChildProc>, closed: String) -> String {
+    async fn closed_reason(child: Option<&ChildProc>, link: Option<&sse::Link>, closed: String) -> String {
+        if let Some(l) = link {
+            // The reader ends the link before rmcp sees the inbox close.
+            let _ = tokio::time::timeout(Duration::from_millis(200), l.ended().cancelled()).await;
+            return if l.ended().is_cancelled() { l.reason() } else { closed };
+        }
         match child {
             Some(c) => {
                 let exited = tokio::time::timeout(Duration::from_secs(1), c.exited.cancelled()).await;
@@ -615,15 +648,26 @@ impl Session {
     }
 
     fn exit_reason(&self) -> String {
-        match &self.child {
-            Some(c) => format!("the server process exited ({})", c.describe()),
-            None => "the server went away".into(),
+        match (&self.child, &self.link) {
+            (Some(c), _) => format!("the server process exited ({})", c.describe()),
+            (None, Some(l)) => l.reason(),
+            (None, None) => "the server went away".into(),
+        }
+    }
+
+    /// Cancelled when the server is known to be gone: the stdio child exited, or the legacy
+    /// SSE stream ended. (Never, for Streamable HTTP: the heartbeat finds that out.)
+    fn gone(&self) -> CancellationToken {
+        match (&self.child, &self.link) {
+            (Some(c), _) => c.exited.clone(),
+            (None, Some(l)) => l.ended(),
+            (None, None) => CancellationToken::new(),
         }
     }
 
     /// Serves until the connection dies or the provider shuts down; returns why.
     async fn run(&mut self, inner: &Inner) -> String {
-        let exited = self.child.as_ref().map(|c| c.exited.clone()).unwrap_or_default();
+        let exited = self.gone();
         let mut heartbeat =
             tokio::time::interval_at(tokio::time::Instant::now() + inner.cfg.heartbeat, inner.cfg.heartbeat);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -631,7 +675,7 @@ impl Session {
             tokio::select! {
                 _ = inner.shutdown.cancelled() => return "the provider was shut down".into(),
                 _ = exited.cancelled() => return self.exit_reason(),
-                reason = &mut self.waiting => return Self::closed_reason(self.child.as_ref(), reason).await,
+                reason = &mut self.waiting => return Self::closed_reason(self.child.as_ref(), self.link.as_ref(), reason).await,
                 Some(()) = self.relist.recv() => {
                     while self.relist.try_recv().is_ok() {}
                     // Bounded like a ping: this loop is also what runs the heartbeat, so a

@@ -1,5 +1,6 @@
-//! Job logs: each job's events as an append-only JSON-lines file plus a fixed-width index, so
-//! that any `seq` can be found in O(1) and a log of any size is read with flat memory. This
+//! Job logs: each job's events as an append-only JSON-lines file plus, once the log is no longer
+//! small, a fixed-width index, so that any `seq` can be found in O(1) and a log of any size is
+//! read with flat memory. This
 //! file owns the on-disk format, the single-writer append path, lock-free readers, and crash
 //! recovery. It must never keep events in memory beyond the one being written or the one batch
 //! being returned, and never reorder or renumber an event once [`JobLog::append`] returned it.
@@ -14,11 +15,21 @@
 //! line *ends*, as a little-endian u64 at position `8 * seq`. Event `seq` is therefore the bytes
 //! `[end(seq-1), end(seq))` (with `end(-1) = 0`), and the number of events is `len(idx) / 8`.
 //!
+//! A *small* log has no index file: at most [`SMALL_LOG_EVENTS`] events in at most
+//! [`SMALL_LOG_BYTES`] of data. Most jobs are tool calls with two or three events, and creating
+//! a second file per job was measured as the largest single cost of a `tools/call` through the
+//! gateway (ext4 inode allocation, issue 2), so the index is only written once a log outgrows
+//! that: the append that would take it past either limit writes its line, then writes the whole
+//! index to `ID.idx.tmp` and renames it to `ID.idx` before returning. A reader that finds no
+//! index reads the first [`SMALL_LOG_BYTES`] of the data and takes at most [`SMALL_LOG_EVENTS`]
+//! complete lines, which by the rule above are all acknowledged events (the line that triggers
+//! the index is either past the byte limit or past the event limit).
+//!
 //! # What an acknowledged event is, and why it is never lost
 //!
 //! An event is *acknowledged* when [`JobLog::append`] has returned it. Before returning, append
-//! has (1) written the whole line to the data file and then (2) written its index entry, each
-//! with `pwrite(2)` at an explicit offset. After a `write(2)` returns, the bytes are in the
+//! has (1) written the whole line to the data file and then (2) written its index entry (for a
+//! log that has an index), each with `pwrite(2)` at an explicit offset. After a `write(2)` returns, the bytes are in the
 //! kernel's page cache: every other reader on the machine sees them, and they reach the disk
 //! even if the gateway process is killed the next instant (SIGKILL, panic, OOM). The gateway
 //! sends an event to clients only after append returned, so every event a client ever saw is in
@@ -47,7 +58,7 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use axp_protocol::methods::{JobEvent, JobEventKind};
 
@@ -60,6 +71,12 @@ pub const READ_BUDGET_BYTES: u64 = 4 << 20;
 
 /// One read looks at most this many index entries, for the same reason.
 pub const READ_MAX_EVENTS: usize = 16_384;
+
+/// A log keeps no index file while it holds at most this many events ...
+pub const SMALL_LOG_EVENTS: u64 = 32;
+
+/// ... in at most this many bytes of data. See the module docs.
+pub const SMALL_LOG_BYTES: u64 = 64 << 10;
 
 /// The largest encoded event (one JSON line) a log accepts. Reads, appends and recovery hold at
 /// most one event (or one [`READ_BUDGET_BYTES`] batch) in memory, so this bounds the store's
@@ -102,19 +119,26 @@ fn shard(id: &str) -> String {
     format!("{:02x}", h & 0xff)
 }
 
-/// Where the two files of job `id`'s log live.
+/// Where the files of job `id`'s log live.
 #[derive(Debug, Clone)]
 struct LogPaths {
     dir: PathBuf,
     data: PathBuf,
     index: PathBuf,
+    /// Where the index of a log that stops being small is built before it is renamed into place.
+    index_tmp: PathBuf,
 }
 
 impl LogPaths {
     fn new(jobs_dir: &Path, id: &str) -> Result<Self> {
         validate_id(id)?;
         let dir = jobs_dir.join(shard(id));
-        Ok(LogPaths { data: dir.join(format!("{id}.jsonl")), index: dir.join(format!("{id}.idx")), dir })
+        Ok(LogPaths {
+            data: dir.join(format!("{id}.jsonl")),
+            index: dir.join(format!("{id}.idx")),
+            index_tmp: dir.join(format!("{id}.idx.tmp")),
+            dir,
+        })
     }
 }
 
@@ -138,9 +162,10 @@ pub(crate) struct LogInner {
     /// of an append, so a reader that loads it with `Acquire` may read every event below it.
     committed: AtomicU64,
     writer: Mutex<Writer>,
-    /// Read handles, shared by every in-process reader of this log through `pread`.
+    /// Read handles, shared by every in-process reader of this log through `pread`. The index's
+    /// is set when the log stops being small (or at open, if it already had one).
     data_reader: File,
-    index_reader: File,
+    index_reader: OnceLock<File>,
     shared: Shared,
 }
 
@@ -154,7 +179,9 @@ pub(crate) struct Shared {
 
 struct Writer {
     data: File,
-    index: File,
+    /// `None` while the log is small; then `small_ends` holds what the index would.
+    index: Option<File>,
+    small_ends: Vec<u64>,
     data_len: u64,
     next_seq: u64,
     /// Reused encoding buffer, so an append allocates nothing in the steady state.
@@ -166,7 +193,7 @@ struct Writer {
 impl Writer {
     /// fdatasyncs both files, then any directory holding a new entry for them.
     fn sync(&mut self, paths: &LogPaths) -> Result<()> {
-        sync_pair(&self.data, &self.index, paths)?;
+        sync_pair(&self.data, self.index.as_ref(), paths)?;
         for dir in &self.unsynced_dirs {
             sync_dir(dir)?;
         }
@@ -184,6 +211,36 @@ fn open_rw(path: &Path) -> Result<File> {
         .mode(0o600)
         .open(path)
         .map_err(|e| StoreError::io(path, e))
+}
+
+/// Writes a whole index (`ends`) to a temporary file and renames it into place, so that a
+/// reader either finds no index or a complete one. Returns the index, opened read-write.
+fn write_index(ends: &[u64], paths: &LogPaths) -> Result<File> {
+    let tmp = &paths.index_tmp;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(tmp)
+        .map_err(|e| StoreError::io(tmp, e))?;
+    let bytes: Vec<u8> = ends.iter().flat_map(|e| e.to_le_bytes()).collect();
+    file.write_all_at(&bytes, 0).map_err(|e| StoreError::io(tmp, e))?;
+    std::fs::rename(tmp, &paths.index).map_err(|e| {
+        let _ = std::fs::remove_file(tmp);
+        StoreError::io(&paths.index, e)
+    })?;
+    Ok(file)
+}
+
+/// Whether a log of `events` events in `bytes` bytes of data needs an index file.
+fn outgrows_small(events: u64, bytes: u64) -> bool {
+    events > SMALL_LOG_EVENTS || bytes > SMALL_LOG_BYTES
+}
+
+fn create_new(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(path)
 }
 
 fn open_ro(path: &Path) -> Result<Option<File>> {
@@ -229,11 +286,32 @@ impl JobLog {
     /// Opens or creates the log of `job_id` under `jobs_dir`, repairing a torn tail.
     pub(crate) fn open(jobs_dir: &Path, job_id: &str, shared: Shared) -> Result<JobLog> {
         let paths = LogPaths::new(jobs_dir, job_id)?;
-        let new_dir = !paths.dir.exists();
-        create_private_dir(&paths.dir)?;
-        let new_file = !paths.data.exists() || !paths.index.exists();
-        let data = open_rw(&paths.data)?;
-        let index = open_rw(&paths.index)?;
+        // The common case is a new job: one `open(O_CREAT|O_EXCL)` tells a new log from an
+        // existing one, and the shard directory is created only when that fails for its lack.
+        let mut new_dir = false;
+        let created = match create_new(&paths.data) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                new_dir = true;
+                create_private_dir(&paths.dir)?;
+                create_new(&paths.data)
+            }
+            other => other,
+        };
+        let (data, new_file) = match created {
+            Ok(f) => (f, true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (open_rw(&paths.data)?, false),
+            Err(e) => return Err(StoreError::io(&paths.data, e)),
+        };
+        // A new log has no index (job ids are fresh, so no stale one can be lying there); an
+        // existing one has one if it outgrew small.
+        let index = if new_file {
+            None
+        } else {
+            match open_ro(&paths.index)? {
+                Some(_) => Some(open_rw(&paths.index)?),
+                None => None,
+            }
+        };
         // New directory entries must be durable before the log can be called durable, or a
         // synced log could vanish with its name after a power loss. Those fsyncs are deferred to
         // the log's first sync (its exit, usually), so opening a log costs no device flush.
@@ -244,9 +322,23 @@ impl JobLog {
         if new_file {
             unsynced_dirs.push(paths.dir.clone());
         }
-        let (next_seq, data_len) = recover(&data, &index, &paths, job_id)?;
+        let (next_seq, data_len, mut small_ends) =
+            if new_file { (0, 0, Vec::new()) } else { recover(&data, index.as_ref(), &paths, job_id)? };
+        let index = match index {
+            // A crash while the log was outgrowing small: finish what the append began.
+            None if outgrows_small(next_seq, data_len) => {
+                unsynced_dirs.push(paths.dir.clone());
+                let built = write_index(&small_ends, &paths)?;
+                small_ends = Vec::new();
+                Some(built)
+            }
+            other => other,
+        };
         let data_reader = data.try_clone().map_err(|e| StoreError::io(&paths.data, e))?;
-        let index_reader = index.try_clone().map_err(|e| StoreError::io(&paths.index, e))?;
+        let index_reader = OnceLock::new();
+        if let Some(index) = &index {
+            let _ = index_reader.set(index.try_clone().map_err(|e| StoreError::io(&paths.index, e))?);
+        }
         Ok(JobLog {
             inner: Arc::new(LogInner {
                 job_id: job_id.to_string(),
@@ -255,6 +347,7 @@ impl JobLog {
                 writer: Mutex::new(Writer {
                     data,
                     index,
+                    small_ends,
                     data_len,
                     next_seq,
                     buf: Vec::with_capacity(4096),
@@ -303,13 +396,52 @@ impl JobLog {
         let is_exit = matches!(event.kind, JobEventKind::Exit { .. });
 
         let written = w.data.write_all_at(&w.buf, start).map_err(|e| StoreError::io(&paths.data, e)).and_then(|()| {
-            w.index.write_all_at(&end.to_le_bytes(), seq * 8).map_err(|e| StoreError::io(&paths.index, e))
+            match &w.index {
+                Some(index) => {
+                    index.write_all_at(&end.to_le_bytes(), seq * 8).map_err(|e| StoreError::io(&paths.index, e))
+                }
+                None if outgrows_small(seq + 1, end) => {
+                    let mut ends = std::mem::take(&mut w.small_ends);
+                    ends.push(end);
+                    match write_index(&ends, paths) {
+                        Ok(index) => {
+                            let reader = index.try_clone().map_err(|e| StoreError::io(&paths.index, e));
+                            match reader {
+                                Ok(reader) => {
+                                    let _ = self.inner.index_reader.set(reader);
+                                    w.index = Some(index);
+                                    w.unsynced_dirs.push(paths.dir.clone());
+                                    Ok(())
+                                }
+                                Err(e) => {
+                                    let _ = std::fs::remove_file(&paths.index);
+                                    ends.pop();
+                                    w.small_ends = ends;
+                                    Err(e)
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            ends.pop();
+                            w.small_ends = ends;
+                            Err(e)
+                        }
+                    }
+                }
+                None => {
+                    w.small_ends.push(end);
+                    Ok(())
+                }
+            }
         });
         if let Err(e) = written {
-            // No index entry was written, so no reader has seen this event: cut off whatever
-            // part of it made it to the files. Best effort: if this fails too, recovery on the
-            // next open drops the torn tail.
-            let _ = w.index.set_len(seq * 8);
+            // No index entry was written (and a small log's reader never looks past its limits),
+            // so no reader has seen this event: cut off whatever part of it made it to the
+            // files. Best effort: if this fails too, recovery on the next open drops the torn
+            // tail.
+            if let Some(index) = &w.index {
+                let _ = index.set_len(seq * 8);
+            }
             let _ = w.data.set_len(start);
             return Err(e);
         }
@@ -340,17 +472,15 @@ impl JobLog {
 
     /// Up to `max` events from `from_seq` on; see [`LogReader::read`] for the limits.
     pub fn read(&self, from_seq: u64, max: usize) -> Result<Vec<JobEvent>> {
+        // Committed count first, index second: an append publishes the index before the count.
         let committed = self.next_seq();
-        read_events(
-            &self.inner.job_id,
-            &self.inner.paths,
-            &self.inner.data_reader,
-            &self.inner.index_reader,
-            committed,
-            u64::MAX,
-            from_seq,
-            max,
-        )
+        let inner = &self.inner;
+        match inner.index_reader.get() {
+            Some(index) => {
+                read_events(&inner.job_id, &inner.paths, &inner.data_reader, index, committed, u64::MAX, from_seq, max)
+            }
+            None => read_small(&inner.job_id, &inner.paths, &inner.data_reader, committed, from_seq, max),
+        }
     }
 }
 
@@ -386,9 +516,50 @@ fn encode(event: &JobEvent, buf: &mut Vec<u8>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn sync_pair(data: &File, index: &File, paths: &LogPaths) -> Result<()> {
+fn sync_pair(data: &File, index: Option<&File>, paths: &LogPaths) -> Result<()> {
     data.sync_data().map_err(|e| StoreError::io(&paths.data, e))?;
-    index.sync_data().map_err(|e| StoreError::io(&paths.index, e))
+    match index {
+        Some(index) => index.sync_data().map_err(|e| StoreError::io(&paths.index, e)),
+        None => Ok(()),
+    }
+}
+
+/// Reads events `[from, min(limit, from + max))` of a small log (one without an index): the
+/// complete lines in the first [`SMALL_LOG_BYTES`] of the data, at most [`SMALL_LOG_EVENTS`] of
+/// them, all of which are acknowledged (see the module docs). `limit` is the writer's committed
+/// count when known, else `u64::MAX`.
+fn read_small(job_id: &str, paths: &LogPaths, data: &File, limit: u64, from: u64, max: usize) -> Result<Vec<JobEvent>> {
+    let limit = limit.min(SMALL_LOG_EVENTS);
+    if max == 0 || from >= limit {
+        return Ok(Vec::new());
+    }
+    let len = file_len(data, &paths.data)?.min(SMALL_LOG_BYTES);
+    let mut bytes = vec![0u8; len as usize];
+    data.read_exact_at(&mut bytes, 0).map_err(|e| StoreError::io(&paths.data, e))?;
+    let want = (limit - from).min(max.min(READ_MAX_EVENTS) as u64);
+    let mut out = Vec::new();
+    for (seq, line) in (0u64..limit).zip(bytes.split_inclusive(|&b| b == b'\n')) {
+        let Some(body) = line.strip_suffix(b"\n") else {
+            break; // a line still being written: not acknowledged yet
+        };
+        if seq < from {
+            continue;
+        }
+        out.push(parse_line(body, job_id, seq).map_err(|r| StoreError::corrupt(&paths.data, r))?);
+        if out.len() as u64 == want {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// How many acknowledged events a small log holds (see [`read_small`]).
+fn count_small(paths: &LogPaths, data: &File) -> Result<u64> {
+    let len = file_len(data, &paths.data)?.min(SMALL_LOG_BYTES);
+    let mut bytes = vec![0u8; len as usize];
+    data.read_exact_at(&mut bytes, 0).map_err(|e| StoreError::io(&paths.data, e))?;
+    let lines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    Ok(lines.min(SMALL_LOG_EVENTS))
 }
 
 /// Reads events `[from, min(committed, from + max))`, within the byte budget. `data_len` is the
@@ -464,8 +635,9 @@ fn read_events(
     Ok(out)
 }
 
-/// Brings the two files of a log back to a consistent state after whatever stopped the last
-/// writer, and returns `(event count, data length)`.
+/// Brings the files of a log back to a consistent state after whatever stopped the last
+/// writer, and returns `(event count, data length, line ends)`; the line ends only for a log
+/// without an index (a small one), whose lines are all scanned.
 ///
 /// 1. The index is trusted up to its last entry that points at an intact line with the right
 ///    seq (entries past the data's end or past a torn line — possible after a power loss, when
@@ -476,7 +648,10 @@ fn read_events(
 ///
 /// This looks only at the tail, so opening a large intact log costs a few reads. If anything was
 /// repaired, both files are fsynced before new appends.
-fn recover(data: &File, index: &File, paths: &LogPaths, job_id: &str) -> Result<(u64, u64)> {
+fn recover(data: &File, index: Option<&File>, paths: &LogPaths, job_id: &str) -> Result<(u64, u64, Vec<u64>)> {
+    let Some(index) = index else {
+        return recover_small(data, paths, job_id);
+    };
     let data_len = file_len(data, &paths.data)?;
     let index_len = file_len(index, &paths.index)?;
     let mut trusted = index_len / 8;
@@ -538,9 +713,44 @@ fn recover(data: &File, index: &File, paths: &LogPaths, job_id: &str) -> Result<
         }
     }
     if repaired {
-        sync_pair(data, index, paths)?;
+        sync_pair(data, Some(index), paths)?;
     }
-    Ok((count, good_len))
+    Ok((count, good_len, Vec::new()))
+}
+
+/// [`recover`] for a log without an index: keeps every line up to the last complete one that
+/// parses as the event its position says (a damaged line before it stays, to be reported as
+/// corrupt when read, as the index case does), and truncates whatever follows.
+fn recover_small(data: &File, paths: &LogPaths, job_id: &str) -> Result<(u64, u64, Vec<u64>)> {
+    let data_len = file_len(data, &paths.data)?;
+    let mut handle = data;
+    handle.seek(SeekFrom::Start(0)).map_err(|e| StoreError::io(&paths.data, e))?;
+    let mut reader = BufReader::with_capacity(64 << 10, handle);
+    let mut line = Vec::new();
+    let mut ends = Vec::new();
+    let (mut at, mut good_len, mut good_count) = (0u64, 0u64, 0usize);
+    loop {
+        line.clear();
+        // Never buffer more than one maximal event, whatever garbage follows.
+        let n = (&mut reader)
+            .take(MAX_EVENT_BYTES + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| StoreError::io(&paths.data, e))?;
+        let Some(body) = line.strip_suffix(b"\n") else {
+            break; // end of file, a torn last line, or an over-long run of garbage
+        };
+        at += n as u64;
+        ends.push(at);
+        if parse_line(body, job_id, ends.len() as u64 - 1).is_ok() {
+            (good_len, good_count) = (at, ends.len());
+        }
+    }
+    ends.truncate(good_count);
+    if good_len < data_len {
+        data.set_len(good_len).map_err(|e| StoreError::io(&paths.data, e))?;
+        sync_pair(data, None, paths)?;
+    }
+    Ok((ends.len() as u64, good_len, ends))
 }
 
 /// A read-only view of one job's log that opens the files itself, for readers that are not the
@@ -551,31 +761,30 @@ pub struct LogReader {
     job_id: String,
     paths: LogPaths,
     /// `None` until the log exists (a job may be attached before its first event).
-    files: Option<(File, File)>,
+    data: Option<File>,
+    /// `None` while the log is small (no index file yet).
+    index: Option<File>,
 }
 
 impl LogReader {
     pub(crate) fn open(jobs_dir: &Path, job_id: &str) -> Result<LogReader> {
         let paths = LogPaths::new(jobs_dir, job_id)?;
-        let mut reader = LogReader { job_id: job_id.to_string(), paths, files: None };
+        let mut reader = LogReader { job_id: job_id.to_string(), paths, data: None, index: None };
         reader.ensure_open()?;
         Ok(reader)
     }
 
-    /// Opens the files if that has not happened yet; `false` while the log does not exist.
-    fn ensure_open(&mut self) -> Result<bool> {
-        if self.files.is_none() {
-            // Index first: it is created after the data file, so if it exists the data file
-            // does too.
-            let Some(index) = open_ro(&self.paths.index)? else {
-                return Ok(false);
-            };
-            let Some(data) = open_ro(&self.paths.data)? else {
-                return Ok(false);
-            };
-            self.files = Some((data, index));
+    /// Opens the files that exist and were not opened yet. The data file is created first and
+    /// the index (renamed into place whole) only when the log stops being small, so a reader
+    /// that finds the index always finds a data file it describes.
+    fn ensure_open(&mut self) -> Result<()> {
+        if self.index.is_none() {
+            self.index = open_ro(&self.paths.index)?;
         }
-        Ok(true)
+        if self.data.is_none() {
+            self.data = open_ro(&self.paths.data)?;
+        }
+        Ok(())
     }
 
     /// The job this reader follows.
@@ -586,10 +795,13 @@ impl LogReader {
     /// How many events can be read now (the seq after the last one).
     pub fn next_seq(&mut self) -> Result<u64> {
         self.ensure_open()?;
-        let Some((data, index)) = &self.files else {
-            return Ok(0);
-        };
         let paths = &self.paths;
+        let (Some(data), Some(index)) = (&self.data, &self.index) else {
+            return match &self.data {
+                Some(data) => count_small(paths, data),
+                None => Ok(0),
+            };
+        };
         let mut n = file_len(index, &paths.index)? / 8;
         let data_len = file_len(data, &paths.data)?;
         // Only an unrepaired crash leaves entries past the data's end; skip them.
@@ -605,10 +817,13 @@ impl LogReader {
     /// there). Empty when `from_seq` is at or past the end. Never sees a partial event.
     pub fn read(&mut self, from_seq: u64, max: usize) -> Result<Vec<JobEvent>> {
         self.ensure_open()?;
-        let Some((data, index)) = &self.files else {
-            return Ok(Vec::new());
-        };
         let paths = &self.paths;
+        let (Some(data), Some(index)) = (&self.data, &self.index) else {
+            return match &self.data {
+                Some(data) => read_small(&self.job_id, paths, data, u64::MAX, from_seq, max),
+                None => Ok(Vec::new()),
+            };
+        };
         // Index length first, data length second: an entry we count points at data that was
         // written before it, so the data length read afterwards covers it.
         let committed = file_len(index, &paths.index)? / 8;

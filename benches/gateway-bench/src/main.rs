@@ -13,7 +13,7 @@
 //! returns something other than the echoed message.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio as ProcStdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,6 +42,11 @@ struct Args {
     /// The gateway's pid, for CPU accounting of it and its children (the MCP server).
     #[arg(long)]
     gateway_pid: Option<u32>,
+    /// An `axp` binary: also measure the direct path with server-everything started under
+    /// `axp sandbox run` (the same kernel-lsm boundary the gateway puts its providers in), which
+    /// splits what the gateway adds into the sandbox's share and the gateway's own.
+    #[arg(long)]
+    sandbox_axp: Option<PathBuf>,
     /// Calls in each sequential (1 client) phase.
     #[arg(long, default_value_t = 2000)]
     seq: usize,
@@ -61,6 +66,9 @@ struct Args {
     #[arg(long, default_value_t = 60)]
     phase_limit_s: u64,
 }
+
+const SANDBOXED_1: &str = "direct stdio, sandboxed, 1 client";
+const SANDBOXED_N: &str = "direct stdio, sandboxed,";
 
 const MESSAGE: &str = "the quick brown fox jumps over the lazy dog";
 const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -83,16 +91,15 @@ struct StdioClient {
 }
 
 impl StdioClient {
-    async fn spawn(node: &str, script: &PathBuf) -> Result<Self> {
-        let mut child = Command::new(node)
-            .arg(script)
-            .arg("stdio")
+    async fn spawn(program: &std::ffi::OsStr, args: &[&std::ffi::OsStr]) -> Result<Self> {
+        let mut child = Command::new(program)
+            .args(args)
             .stdin(ProcStdio::piped())
             .stdout(ProcStdio::piped())
             .stderr(ProcStdio::null())
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("cannot start `{node} {}`", script.display()))?;
+            .with_context(|| format!("cannot start `{}` {args:?}", program.to_string_lossy()))?;
         let mut stdin = child.stdin.take().context("no stdin")?;
         let stdout = child.stdout.take().context("no stdout")?;
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
@@ -341,7 +348,8 @@ fn descendants(root: u32) -> Vec<u32> {
 fn sample(gateway: Option<u32>, upstream: Option<u32>) -> Cpu {
     let (gw, up) = match (gateway, upstream) {
         (Some(g), _) => (proc_cpu(g), descendants(g).into_iter().map(proc_cpu).sum::<f64>()),
-        (None, Some(u)) => (0.0, proc_cpu(u)),
+        // The server and whatever it runs under (`axp sandbox run` and its re-executed helper).
+        (None, Some(u)) => (0.0, proc_cpu(u) + descendants(u).into_iter().map(proc_cpu).sum::<f64>()),
         (None, None) => (0.0, 0.0),
     };
     Cpu { client: proc_cpu(std::process::id()), gateway: gw, upstream: up }
@@ -423,12 +431,36 @@ async fn run(args: Args) -> Result<()> {
     let n = args.clients;
 
     // --- (a) direct over stdio --------------------------------------------------------------
-    let direct = Arc::new(StdioClient::spawn(&args.node, &args.everything).await?);
+    let node = std::ffi::OsStr::new(&args.node);
+    let direct = Arc::new(StdioClient::spawn(node, &[args.everything.as_os_str(), "stdio".as_ref()]).await?);
     let node_pid = direct.child.id();
     direct.initialize().await?;
     for _ in 0..args.warmup {
         check_echo(&direct.request("tools/call", echo_params()).await?)?;
     }
+    // --- (a') direct over stdio, the server in the sandbox ----------------------------------
+    let sandboxed = match &args.sandbox_axp {
+        Some(axp) => {
+            let package = args.everything.parent().and_then(Path::parent).unwrap_or(Path::new("/"));
+            let argv: [&std::ffi::OsStr; 8] = [
+                "sandbox".as_ref(),
+                "run".as_ref(),
+                "--workspace".as_ref(),
+                package.as_os_str(),
+                "--".as_ref(),
+                node,
+                args.everything.as_os_str(),
+                "stdio".as_ref(),
+            ];
+            let c = Arc::new(StdioClient::spawn(axp.as_os_str(), &argv).await?);
+            c.initialize().await?;
+            for _ in 0..args.warmup {
+                check_echo(&c.request("tools/call", echo_params()).await?)?;
+            }
+            Some(c)
+        }
+        None => None,
+    };
     let direct_call = |c: Arc<StdioClient>| async move {
         let r = c.request("tools/call", echo_params()).await;
         let r = r.and_then(|v| check_echo(&v));
@@ -471,9 +503,24 @@ async fn run(args: Args) -> Result<()> {
     let first = gw_clients.remove(0);
     let mut back = measure!("gateway HTTP, 1 client".into(), vec![first], args.seq, gw_call, true);
     gw_clients.insert(0, back.remove(0));
+    if let Some(sb) = &sandboxed {
+        let sb_pid = sb.child.id();
+        let before = sample(None, sb_pid);
+        let (mut p, _) = run_phase(SANDBOXED_1.into(), vec![sb.clone()], args.seq, limit, direct_call).await?;
+        p.cpu = cpu_per_call(before, sample(None, sb_pid), p.calls(), false);
+        phases.push(p);
+    }
     let _ =
         measure!(format!("direct stdio, {n} in flight"), vec![direct.clone(); n], args.per_client, direct_call, false);
     let gw_clients = measure!(format!("gateway HTTP, {n} clients"), gw_clients, args.per_client, gw_call, true);
+    if let Some(sb) = &sandboxed {
+        let sb_pid = sb.child.id();
+        let before = sample(None, sb_pid);
+        let name = format!("{SANDBOXED_N} {n} in flight");
+        let (mut p, _) = run_phase(name, vec![sb.clone(); n], args.per_client, limit, direct_call).await?;
+        p.cpu = cpu_per_call(before, sample(None, sb_pid), p.calls(), false);
+        phases.push(p);
+    }
 
     // --- the gateway without the upstream ---------------------------------------------------
     let ping = |mut c: HttpClient| async move {
@@ -518,6 +565,9 @@ async fn run(args: Args) -> Result<()> {
     drop(gw_clients);
 
     if let Ok(d) = Arc::try_unwrap(direct) {
+        d.shutdown().await;
+    }
+    if let Some(Ok(d)) = sandboxed.map(Arc::try_unwrap) {
         d.shutdown().await;
     }
 
@@ -573,6 +623,16 @@ fn report(phases: &[Phase], n: usize, args: &Args) {
         idx.pct(0.5) - ping.pct(0.5),
         gs.pct(0.5) - ds.pct(0.5) - ping.pct(0.5),
     );
+    if let (Some(ss), Some(sc)) = (by(SANDBOXED_1), by(&format!("{SANDBOXED_N} {n} in flight"))) {
+        println!(
+            "with the server sandboxed on both paths (axp sandbox run): sandbox's share of the added p50 {:+.3} ms; the gateway's own: 1 client {:+.3} ms (calls/s x{:.2}), {n} clients {:+.3} ms (calls/s x{:.2})",
+            ss.pct(0.5) - ds.pct(0.5),
+            gs.pct(0.5) - ss.pct(0.5),
+            gs.rate() / ss.rate(),
+            gc.pct(0.5) - sc.pct(0.5),
+            gc.rate() / sc.rate(),
+        );
+    }
     let added = gs.pct(0.5) - ds.pct(0.5);
     println!(
         "issue 2 targets: added p50 <= 0.100 ms: {} ({:.3} ms); {n} clients well over 2000 calls/s: {} ({:.0}/s)",

@@ -3,7 +3,11 @@
 //! form `{"provider", "bridge", "tools"}`, detected by shape. JSON with comments is accepted
 //! (VS Code writes it). Keys other clients define for their own use (`disabled`, `autoApprove`,
 //! `alwaysAllow`, `timeout`, …) are understood or ignored by name; anything else is an error
-//! with its line, column and the nearest valid key.
+//! with its line, column and the nearest valid key. Problems found after parsing (a missing
+//! `url`, an unset `${VAR}`) are located at the offending key, or at the server's name.
+//!
+//! Transports: `command` is stdio; `url` is Streamable HTTP, or the legacy 2024-11-05 "HTTP
+//! with SSE" transport with `"type": "sse"` (also Cline's `"transportType": "sse"`).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -207,13 +211,13 @@ pub fn parse(text: &str, path: &Path, env: &dyn EnvSource) -> Result<Fleet, Conf
         for k in top.keys().filter(|k| *k != "mcpServers") {
             fleet.warnings.push(format!("{}: ignoring top-level key `{k}` (not about MCP servers)", path.display()));
         }
-        resolve_servers(raw.mcp_servers, "mcpServers", path, base, env, &mut fleet, &mut problems);
+        resolve_servers(raw.mcp_servers, "mcpServers", &stripped, path, base, env, &mut fleet, &mut problems);
     } else if top.contains_key("servers") {
         let raw: RawVsCodeFile = typed(&stripped, path)?;
-        resolve_servers(raw.servers, "servers", path, base, env, &mut fleet, &mut problems);
+        resolve_servers(raw.servers, "servers", &stripped, path, base, env, &mut fleet, &mut problems);
     } else if top.get("mcp").is_some_and(|m| m.get("servers").is_some()) {
         let raw: RawVsCodeSettings = typed(&stripped, path)?;
-        resolve_servers(raw.mcp.servers, "mcp.servers", path, base, env, &mut fleet, &mut problems);
+        resolve_servers(raw.mcp.servers, "mcp.servers", &stripped, path, base, env, &mut fleet, &mut problems);
     } else if top.contains_key("provider") || top.contains_key("bridge") {
         let raw: RawStaticFile = typed(&stripped, path)?;
         match resolve_static(raw, path, env) {
@@ -279,9 +283,73 @@ pub fn sanitize_name(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
 
+/// Where the key at `keys` (object keys from the top) is written in `text`: `(line, column)`
+/// just after the key. serde_json keeps no spans, but its errors carry a position: a visitor
+/// walks down to the key and fails on purpose there, and the error says where it stopped.
+fn locate(text: &str, keys: &[&str]) -> Option<(usize, usize)> {
+    use serde::de::{DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, Visitor};
+    const HERE: &str = "axp: located";
+    struct Walk<'a>(&'a [&'a str]);
+    impl<'de> DeserializeSeed<'de> for Walk<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Walk<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let Some((first, rest)) = self.0.split_first() else { return Ok(()) };
+            while let Some(key) = map.next_key::<String>()? {
+                if key == *first {
+                    if rest.is_empty() {
+                        return Err(A::Error::custom(HERE));
+                    }
+                    map.next_value_seed(Walk(rest))?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    match Walk(keys).deserialize(&mut de) {
+        Err(e) if e.to_string().starts_with(HERE) && e.line() > 0 => Some((e.line(), e.column())),
+        _ => None,
+    }
+}
+
+/// Gives each problem of server `name` without a position the position of the key it is about
+/// (`url`, `type`, `env`, …), or else of the server's name.
+fn place(problems: &mut [ConfigProblem], text: &str, section: &str, name: &str) {
+    let server_at = format!("{section}.{name}");
+    let mut keys: Vec<&str> = section.split('.').collect();
+    keys.push(name);
+    for p in problems.iter_mut().filter(|p| p.line.is_none()) {
+        let field = p
+            .path
+            .as_deref()
+            .and_then(|at| at.strip_prefix(server_at.as_str()))
+            .and_then(|rest| rest.strip_prefix('.'))
+            .and_then(|rest| rest.split(['.', '[']).next());
+        let mut with_field = keys.clone();
+        with_field.extend(field);
+        if let Some((line, column)) = locate(text, &with_field).or_else(|| locate(text, &keys)) {
+            p.line = Some(line);
+            p.column = Some(column);
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn resolve_servers(
     raw: BTreeMap<String, RawServer>,
     section: &str,
+    text: &str,
     path: &Path,
     base: &Path,
     env: &dyn EnvSource,
@@ -372,6 +440,16 @@ fn resolve_servers(
                     }
                     Transport::Http { url, headers, legacy_sse: kind.as_deref() == Some("sse") }
                 }
+                (None, None, Some(k @ ("http" | "streamable-http" | "streamablehttp" | "sse"))) => {
+                    let example = if k == "sse" { "http://127.0.0.1:3001/sse" } else { "https://example.com/mcp" };
+                    local.borrow_mut().push(problem(
+                        path,
+                        at.clone(),
+                        format!("a server of type `{k}` needs a `url`"),
+                        Some(format!("e.g. \"type\": \"{k}\", \"url\": \"{example}\"")),
+                    ));
+                    return None;
+                }
                 (None, None, _) => {
                     local.borrow_mut().push(problem(
                     path,
@@ -392,7 +470,9 @@ fn resolve_servers(
                 }
             })
         })();
-        problems.extend(local.into_inner());
+        let mut local = local.into_inner();
+        place(&mut local, text, section, &name);
+        problems.extend(local);
         let Some(transport) = transport else { continue };
         fleet.servers.push(ServerConfig {
             name: clean,
@@ -594,6 +674,44 @@ mod tests {
         let s = from_flags(Some("p"), Some("t"), Some("d"), Some("python3 b.py")).unwrap().unwrap();
         assert_eq!(s.command, "python3");
         assert_eq!(s.args, vec!["b.py"]);
+    }
+
+    #[test]
+    fn legacy_sse_in_both_forms() {
+        let f = p(r#"{"mcpServers": {"ev": {"type": "sse", "url": "http://127.0.0.1:3001/sse",
+                       "headers": {"Authorization": "Bearer ${TOKEN}"}},
+                     "cline": {"transportType": "sse", "url": "http://127.0.0.1:3002/sse"},
+                     "web": {"type": "http", "url": "http://127.0.0.1:3003/mcp"}}}"#)
+        .unwrap();
+        let by = |n: &str| f.servers.iter().find(|s| s.name == n).unwrap().transport.clone();
+        assert_eq!(
+            by("ev"),
+            Transport::Http {
+                url: "http://127.0.0.1:3001/sse".into(),
+                headers: [("Authorization".to_string(), "Bearer s3cret".to_string())].into(),
+                legacy_sse: true
+            }
+        );
+        assert!(matches!(by("cline"), Transport::Http { legacy_sse: true, .. }));
+        assert!(matches!(by("web"), Transport::Http { legacy_sse: false, .. }));
+        let f = p(r#"{"servers": {"ev": {"type": "sse", "url": "http://127.0.0.1:3001/sse"}}}"#).unwrap();
+        assert!(matches!(f.servers[0].transport, Transport::Http { legacy_sse: true, .. }));
+    }
+
+    #[test]
+    fn sse_without_url_is_located() {
+        let err =
+            p("{\"mcpServers\": {\n  \"ok\": {\"command\": \"x\"},\n  \"ev\": {\"type\": \"sse\"}\n}}").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("fleet.json:3:"), "{msg}");
+        assert!(msg.contains("at `mcpServers.ev`: a server of type `sse` needs a `url`"), "{msg}");
+        let err = p("{\"servers\": {\"ev\": {\n \"type\": \"sse\",\n \"url\": \"ftp://x\"}}}").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("fleet.json:3:"), "the url key's line: {msg}");
+        assert!(msg.contains("not an http(s) URL"), "{msg}");
+        let err =
+            p("{\"mcp\": {\"servers\": {\n\n \"ev\": {\"type\": \"sse\", \"url\": \"${MISSING}/sse\"}}}}").unwrap_err();
+        assert!(err.to_string().starts_with("fleet.json:3:"), "{err}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod large;
 mod log;
 mod recovery;
 mod sessions;
+mod small;
 
 use axp_protocol::methods::{JobEvent, JobEventKind, JobState};
 use axp_store::{JobRecord, Store};

@@ -98,12 +98,16 @@ fn a_newer_schema_is_refused_and_bad_rows_are_reported() {
     // Reopening an up-to-date database migrates nothing and keeps the data.
     assert!(Store::open(&dir).unwrap().get_session("s").unwrap().is_some());
 
+    // (The store holds SQLite's locks exclusively while open, so the tampering connection is
+    // closed before each reopen.)
     let db = rusqlite::Connection::open(dir.join("axp.db")).unwrap();
     db.execute("UPDATE sessions SET capabilities = 'not json' WHERE id = 's'", []).unwrap();
+    drop(db);
     let store = Store::open(&dir).unwrap();
     assert!(matches!(store.get_session("s"), Err(StoreError::Corrupt { .. })));
     drop(store);
 
+    let db = rusqlite::Connection::open(dir.join("axp.db")).unwrap();
     db.pragma_update(None, "user_version", 99).unwrap();
     drop(db);
     match Store::open(&dir) {
