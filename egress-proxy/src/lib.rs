@@ -6,9 +6,10 @@
 //!
 //! Layout: pure, fuzzable modules (`host`, `ipclass`, `policy`, `tls`, `http`, `socks`) hold every
 //! parser and decision; `proxy` owns the sockets and the order of checks; `audit` owns the record
-//! format and counters. This crate must not depend on the gateway: the gateway runs it as a
-//! separate process (`axp-egress-proxy`) or in-process through [`serve`], configured by
-//! [`ProxyConfig`], and reads its audit lines.
+//! format and counters. This crate must not depend on the gateway: the gateway runs instances
+//! in-process (one per session or provider and allowlist, configured by [`ProxyConfig`], limits
+//! shared through a [`Budget`], records received through an [`Observer`]); the binary
+//! `axp-egress-proxy` runs one standalone.
 
 pub mod audit;
 pub mod host;
@@ -21,7 +22,7 @@ pub mod tls;
 
 pub use audit::{AuditRecord, Observer};
 pub use policy::{Cidr, Policy, Rule};
-pub use proxy::{Proxy, ProxyConfig, ProxyError, serve};
+pub use proxy::{Budget, Proxy, ProxyConfig, ProxyError, serve};
 
 /// A deterministic mutation fuzz over every pure parser: no input may panic, and what the host
 /// parser accepts must be canonical. (The parsers take plain byte slices and strings, so they can

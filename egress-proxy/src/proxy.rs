@@ -30,8 +30,9 @@ use crate::policy::Policy;
 use crate::socks::{self, SocksError};
 use crate::tls::{self, HelloParse};
 
-/// Everything one proxy instance needs. One instance serves one session (or one provider): its
-/// limits are that session's limits.
+/// Everything one proxy instance needs. One instance serves one allowlist of one owner (a
+/// session or a provider); instances of the same owner can share one [`Budget`], so the owner's
+/// limits hold across all of them.
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
     /// TCP listen addresses (port 0 picks a free port; see [`Proxy::local_addrs`]).
@@ -46,10 +47,15 @@ pub struct ProxyConfig {
     pub audit: Option<PathBuf>,
     /// Serve Prometheus text on this address (any path). Also refused as a CONNECT target.
     pub metrics: Option<SocketAddr>,
-    /// Most connections open at once.
+    /// Most connections open at once (ignored when [`ProxyConfig::budget`] is given).
     pub max_connections: usize,
-    /// Most bytes (both directions, all connections) over the instance's lifetime.
+    /// Most bytes (both directions, all connections) over the instance's lifetime (ignored when
+    /// [`ProxyConfig::budget`] is given).
     pub max_bytes: Option<u64>,
+    /// A connection and byte budget shared with other instances (one owner's instances for
+    /// different allowlists). `None`: the instance has its own, from `max_connections` and
+    /// `max_bytes`.
+    pub budget: Option<Budget>,
     /// A connection with no traffic in either direction for this long is closed.
     pub idle_timeout: Duration,
     /// Budget for resolving and connecting to the upstream.
@@ -71,11 +77,62 @@ impl Default for ProxyConfig {
             metrics: None,
             max_connections: 256,
             max_bytes: None,
+            budget: None,
             idle_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(10),
             max_header_bytes: 32 * 1024,
             observer: None,
         }
+    }
+}
+
+/// How many connections may be open at once and how many bytes may pass, over every instance
+/// that holds a clone of it. Cloning shares the budget; it is never refilled.
+#[derive(Debug, Clone)]
+pub struct Budget(Arc<BudgetInner>);
+
+#[derive(Debug)]
+struct BudgetInner {
+    permits: Arc<Semaphore>,
+    max_connections: usize,
+    bytes_used: AtomicU64,
+    max_bytes: Option<u64>,
+}
+
+impl Budget {
+    /// At most `max_connections` open at once and `max_bytes` (both directions) in all.
+    pub fn new(max_connections: usize, max_bytes: Option<u64>) -> Self {
+        Self(Arc::new(BudgetInner {
+            permits: Arc::new(Semaphore::new(max_connections)),
+            max_connections,
+            bytes_used: AtomicU64::new(0),
+            max_bytes,
+        }))
+    }
+
+    /// Bytes charged so far.
+    pub fn bytes_used(&self) -> u64 {
+        self.0.bytes_used.load(Ordering::Relaxed)
+    }
+
+    /// Takes up to `n` bytes from the budget; returns how many were granted.
+    fn charge(&self, n: u64) -> u64 {
+        let Some(max) = self.0.max_bytes else {
+            return n;
+        };
+        let used = &self.0.bytes_used;
+        let mut now = used.load(Ordering::Relaxed);
+        loop {
+            let take = n.min(max.saturating_sub(now));
+            match used.compare_exchange_weak(now, now + take, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return take,
+                Err(seen) => now = seen,
+            }
+        }
+    }
+
+    fn spent(&self) -> Option<u64> {
+        self.0.max_bytes.filter(|max| self.bytes_used() >= *max)
     }
 }
 
@@ -120,8 +177,7 @@ struct Shared {
     resolver: TokioResolver,
     audit: AuditLog,
     self_addrs: Vec<SocketAddr>,
-    permits: Arc<Semaphore>,
-    bytes_used: AtomicU64,
+    budget: Budget,
     conn_seq: AtomicU64,
     dns_cache: std::sync::Mutex<std::collections::HashMap<String, (Vec<IpAddr>, Instant)>>,
 }
@@ -189,7 +245,7 @@ impl Proxy {
         let resolver = build_resolver(&cfg.resolvers)?;
         let audit =
             AuditLog::open(cfg.audit.as_deref()).map_err(ProxyError::Audit)?.with_observer(cfg.observer.clone());
-        let permits = Arc::new(Semaphore::new(cfg.max_connections));
+        let budget = cfg.budget.clone().unwrap_or_else(|| Budget::new(cfg.max_connections, cfg.max_bytes));
         Ok(Self {
             tcp,
             unix,
@@ -199,8 +255,7 @@ impl Proxy {
                 resolver,
                 audit,
                 self_addrs,
-                permits,
-                bytes_used: AtomicU64::new(0),
+                budget,
                 conn_seq: AtomicU64::new(0),
                 dns_cache: std::sync::Mutex::default(),
             }),
@@ -383,8 +438,9 @@ impl Shared {
         let start = Instant::now();
         // A permit is taken at accept; the attempt is refused (in its own protocol) when none is
         // left. A hard cap on unpermitted sockets keeps a flood from holding memory.
-        let permit = self.permits.clone().try_acquire_owned().ok();
-        let flood = permit.is_none() && m.active.load(Ordering::Relaxed) > (self.cfg.max_connections as u64) * 2 + 16;
+        let permit = self.budget.0.permits.clone().try_acquire_owned().ok();
+        let flood =
+            permit.is_none() && m.active.load(Ordering::Relaxed) > (self.budget.0.max_connections as u64) * 2 + 16;
         if flood {
             rec.decision = "deny";
             rec.reason = "connection_limit";
@@ -611,12 +667,10 @@ impl Shared {
         if !has_permit {
             return Err(refuse(
                 "connection_limit",
-                format!("the session already has {} connections open", self.cfg.max_connections),
+                format!("the session already has {} connections open", self.budget.0.max_connections),
             ));
         }
-        if let Some(max) = self.cfg.max_bytes
-            && self.bytes_used.load(Ordering::Relaxed) >= max
-        {
+        if let Some(max) = self.budget.spent() {
             return Err(refuse("byte_limit", format!("the session's byte budget ({max} bytes) is spent")));
         }
         let rule = self.cfg.policy.check_target(target).map_err(|d| refuse(d.code(), d.to_string()))?.to_string();
@@ -699,17 +753,7 @@ impl Shared {
 
     /// Takes up to `n` bytes from the session's budget; returns how many were granted.
     fn charge(&self, n: u64) -> u64 {
-        let Some(max) = self.cfg.max_bytes else {
-            return n;
-        };
-        let mut used = self.bytes_used.load(Ordering::Relaxed);
-        loop {
-            let take = n.min(max.saturating_sub(used));
-            match self.bytes_used.compare_exchange_weak(used, used + take, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return take,
-                Err(now) => used = now,
-            }
-        }
+        self.budget.charge(n)
     }
 
     /// Checks the first bytes of a tunnel. `Ok(None)`: need more bytes. `Ok(Some(kind))`: pass.

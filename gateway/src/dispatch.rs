@@ -783,7 +783,9 @@ impl Gateway {
 
 /// The policy a session's processes run under, compiled from its grants (never from the agent).
 pub fn session_policy(s: &Session, extra_read: &[std::path::PathBuf]) -> ProcessPolicy {
-    let mut policy = ProcessPolicy::default();
+    // The session's own egress proxy (its limits, its audit attribution; stopped at close).
+    let mut policy =
+        ProcessPolicy { net_scope: axp_providers::NetScope::Session(s.id.clone()), ..ProcessPolicy::default() };
     for c in s.caps.iter() {
         match c {
             Capability::FsRead(p) => policy.fs_read.push(p.into()),

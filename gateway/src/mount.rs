@@ -13,7 +13,7 @@ use axp_providers::bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOpt
 use axp_providers::cli::{CliProvider, CliToolConfig};
 use axp_providers::mcp::{McpConfig, McpProvider, McpTransport, RestartPolicy};
 use axp_providers::skill::{SkillDirsConfig, SkillProvider};
-use axp_providers::{ArgvTrust, Launcher, ProcessPolicy, ProcessSpec, ProviderId};
+use axp_providers::{ArgvTrust, Launcher, NetScope, ProcessPolicy, ProcessSpec, ProviderId};
 use serde_json::json;
 
 use crate::config::fleet::{Fleet, PrefixMode, SandboxBlock, Transport};
@@ -48,12 +48,14 @@ fn sandbox_path() -> String {
 }
 
 /// The policy of an operator-configured process (MCP server, bridge): its whole argv is trusted.
-fn policy(block: &SandboxBlock, extra_read: &[PathBuf]) -> ProcessPolicy {
+/// Its `net` goes through the egress proxy of `provider`, which lives as long as the gateway.
+fn policy(block: &SandboxBlock, extra_read: &[PathBuf], provider: &str) -> ProcessPolicy {
     ProcessPolicy {
         argv_trust: ArgvTrust::All,
         fs_read: block.fs_read.iter().map(PathBuf::from).chain(extra_read.iter().cloned()).collect(),
         fs_write: block.fs_write.iter().map(PathBuf::from).collect(),
         net: block.net.clone(),
+        net_scope: NetScope::Provider(provider.to_string()),
     }
 }
 
@@ -71,7 +73,7 @@ pub async fn fleet(
         let transport = match &s.transport {
             Transport::Stdio { command, args, env, cwd } => {
                 // The sandbox launcher adds the read-only paths the server's own code needs.
-                let pol = policy(&s.sandbox, extra);
+                let pol = policy(&s.sandbox, extra, &s.name);
                 McpTransport::Stdio(ProcessSpec {
                     program: command.clone(),
                     args: args.clone(),
@@ -99,7 +101,7 @@ pub async fn fleet(
     }
     mounts.extend(futures::future::join_all(starting).await);
     for st in &fleet.statics {
-        let pol = policy(&st.sandbox, extra);
+        let pol = policy(&st.sandbox, extra, &st.provider);
         let provider = Arc::new(
             BridgeProvider::new(
                 BridgeConfig {
@@ -135,7 +137,7 @@ pub async fn fleet(
                     argv_trust: ArgvTrust::Program,
                     fs_read: extra.clone(),
                     fs_write: vec![workspace.to_path_buf()],
-                    net: Vec::new(),
+                    ..Default::default()
                 },
             })
             .collect();
@@ -156,7 +158,7 @@ pub async fn fleet(
                 argv_trust: ArgvTrust::Program,
                 fs_read: extra.clone(),
                 fs_write: vec![workspace.to_path_buf()],
-                net: Vec::new(),
+                ..Default::default()
             },
         }));
         for p in skills.problems() {

@@ -80,7 +80,10 @@ impl PluginSettings {
             }
         }
         ctx.workspace = Some(workspace.to_path_buf());
-        ctx.egress_route = Some(Arc::new(move |net: &[String]| egress.socket_for(net)));
+        // The route is not told which plugin asks (plugin-host's `EgressRoute` takes the
+        // allowlist only), so WASM plugins' proxies are keyed by allowlist, like a one-off run.
+        ctx.egress_route =
+            Some(Arc::new(move |net: &[String]| egress.socket_for(&axp_providers::NetScope::Shared, net)));
         Ok(ctx)
     }
 }

@@ -90,10 +90,10 @@ pub fn compile(spec: &ProcessSpec, extra_read: &[PathBuf], argv: &[String], egre
     if let Some(cwd) = &spec.cwd {
         b = b.cwd(cwd);
     }
-    // Network: nothing (loopback only) unless granted, and then only through the proxy that
-    // enforces exactly these grants.
+    // Network: nothing (loopback only) unless granted, and then only through the proxy of the
+    // grants' owner (the session or provider) that enforces exactly these grants.
     if !spec.policy.net.is_empty() {
-        let sock = egress.socket_for(&spec.policy.net)?;
+        let sock = egress.socket_for(&spec.policy.net_scope, &spec.policy.net)?;
         b = b.net_proxy(sock, SANDBOX_PROXY_PORT);
     }
     b.build().map_err(|e| e.to_string())

@@ -58,7 +58,11 @@ pub struct Sessions {
     tiers: Arc<Tiers>,
     auth: Auth,
     cache: RwLock<HashMap<String, Arc<Session>>>,
+    /// Called with a session's id once it is closed (stops the session's egress proxy).
+    on_close: Option<CloseHook>,
 }
+
+type CloseHook = Box<dyn Fn(&str) + Send + Sync>;
 
 fn random_b64(n: usize) -> String {
     let bytes: Vec<u8> = (0..n).map(|_| rand::random::<u8>()).collect();
@@ -67,7 +71,13 @@ fn random_b64(n: usize) -> String {
 
 impl Sessions {
     pub fn new(store: Store, profile: Profile, tiers: Arc<Tiers>, auth: Auth) -> Self {
-        Self { store, profile, tiers, auth, cache: RwLock::new(HashMap::new()) }
+        Self { store, profile, tiers, auth, cache: RwLock::new(HashMap::new()), on_close: None }
+    }
+
+    /// Runs `f` with the id of every session closed from now on, after the close is durable.
+    pub fn on_close(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_close = Some(Box::new(f));
+        self
     }
 
     pub fn tiers(&self) -> &Tiers {
@@ -313,6 +323,9 @@ impl Sessions {
         }
         self.write_cache().remove(id);
         self.store.close_session(id).map_err(|e| crate::util::internal("closing a session", e))?;
+        if let Some(f) = &self.on_close {
+            f(id);
+        }
         Ok(())
     }
 

@@ -122,6 +122,21 @@ pub struct ProcessPolicy {
     pub fs_write: Vec<PathBuf>,
     /// Domains (`api.example.com`, `*.example.com:443`) reachable through the egress proxy.
     pub net: Vec<String>,
+    /// Whose egress proxy `net` goes through: each owner has its own, with its own limits, and
+    /// its attempts are audited under its name.
+    pub net_scope: NetScope,
+}
+
+/// The owner of a process's network access (see [`ProcessPolicy::net_scope`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NetScope {
+    /// No owner named: processes with the same `net` share one proxy (one-off runs, library use).
+    #[default]
+    Shared,
+    /// A session's jobs, by session id; the proxy stops when the session closes or expires.
+    Session(String),
+    /// An operator-configured provider (MCP server, bridge, plugin), by name.
+    Provider(String),
 }
 
 /// How far the launcher may trust a process's argv when deciding what it must be able to read.

@@ -1,8 +1,10 @@
-//! Limits: the per-instance (= per-session) connection cap, byte budget and idle timeout. Each
-//! exhaustion is refused with its own audit reason.
+//! Limits: the connection cap, byte budget and idle timeout of an instance (or of the instances
+//! sharing one `Budget`, as one session's do). Each exhaustion is refused with its own audit
+//! reason.
 
 use std::time::Duration;
 
+use axp_egress_proxy::Budget;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -25,6 +27,42 @@ async fn the_byte_budget_cuts_a_download_and_refuses_what_follows() {
     let (_, out, _) = curl(&["-x", &proxy_url(p.addr), "-w", "%{http_code}", "-o", "/dev/null", &url]).await;
     assert_eq!(out, "503");
     p.assert_denied(1, "byte_limit").await;
+}
+
+#[tokio::test]
+async fn instances_sharing_a_budget_spend_it_together() {
+    // One owner (a session) with two allowlists gets two instances and one budget: bytes spent
+    // through the first are gone for the second, and connections held on the first count
+    // against the second's cap.
+    let dns = Dns::start().await;
+    let up = Upstream::start(UP_IP, 0, "plain").await;
+    let budget = Budget::new(1, Some(20_000));
+    let mut a = config(&dns, &["bulk.test"], &[], true);
+    a.budget = Some(budget.clone());
+    let mut b = config(&dns, &["allowed.test"], &[], true);
+    b.budget = Some(budget.clone());
+    let (a, b) = (TestProxy::start(a).await, TestProxy::start(b).await);
+    let port = up.addr.port();
+    // A tunnel held open on `a` takes the only connection.
+    let mut held = TcpStream::connect(a.addr).await.unwrap();
+    held.write_all(format!("CONNECT bulk.test:{port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+    let mut resp = [0u8; 39];
+    held.read_exact(&mut resp).await.unwrap();
+    assert!(resp.starts_with(b"HTTP/1.1 200"));
+    let st = raw_status(b.addr, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n")).await;
+    assert!(st.starts_with("HTTP/1.1 503"), "{st}");
+    b.assert_denied(0, "connection_limit").await;
+    drop(held);
+    a.wait_records(1).await;
+    // The download through `a` spends the whole byte budget…
+    let (_, out, _) = curl(&["-x", &proxy_url(a.addr), &format!("http://bulk.test:{port}/bytes/100000")]).await;
+    assert!(out.len() < 20_000, "{}", out.len());
+    assert_eq!(budget.bytes_used(), 20_000);
+    // …so `b`, with its own allowlist, has none left.
+    let url = format!("http://allowed.test:{port}/");
+    let (_, out, _) = curl(&["-x", &proxy_url(b.addr), "-w", "%{http_code}", "-o", "/dev/null", &url]).await;
+    assert_eq!(out, "503");
+    b.assert_denied(1, "byte_limit").await;
 }
 
 #[tokio::test]

@@ -54,6 +54,8 @@ fn run_one(a: SandboxRunArgs) -> Result<i32> {
             fs_read: a.allow_read.iter().map(canon).collect::<Result<_>>()?,
             fs_write,
             net: a.allow_net.clone(),
+            // A one-off run: its own proxy, stopped when the command ends.
+            net_scope: axp_providers::NetScope::Shared,
         },
     };
     let mut argv = a.command.clone();

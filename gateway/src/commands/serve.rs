@@ -121,17 +121,17 @@ fn keep_state_dir_out_of_reach(
     Ok(())
 }
 
-/// Folds every egress attempt into the hash-chained audit log (kind `net.attempt`) and the
-/// gateway's metrics. A record that cannot be written is logged: the attempt was already decided
-/// by the proxy, and its own audit file still has it.
-fn egress_observer(audit: AuditLog, metrics: Arc<Metrics>) -> axp_egress_proxy::Observer {
-    axp_egress_proxy::Observer(Arc::new(move |r: &axp_egress_proxy::AuditRecord| {
+/// Folds every egress attempt into the hash-chained audit log (kind `net.attempt`, with the
+/// session or provider that made it) and the gateway's metrics. A record that cannot be written
+/// is logged: the attempt was already decided by the proxy, and its own audit file still has it.
+fn egress_observer(audit: AuditLog, metrics: Arc<Metrics>) -> crate::egress::AttemptSink {
+    Arc::new(move |scope: &axp_providers::NetScope, r: &axp_egress_proxy::AuditRecord| {
         if r.decision == "allow" {
             metrics.egress_allowed.inc()
         } else {
             metrics.egress_denied.inc()
         }
-        let detail = serde_json::json!({
+        let mut detail = serde_json::json!({
             "decision": r.decision,
             "reason": r.reason,
             "detail": r.detail,
@@ -139,14 +139,26 @@ fn egress_observer(audit: AuditLog, metrics: Arc<Metrics>) -> axp_egress_proxy::
             "target": r.target,
             "requested": r.requested,
             "addr": r.addr,
+            "end": r.end,
             "bytes_up": r.bytes_up,
             "bytes_down": r.bytes_down,
             "duration_ms": r.duration_ms,
         });
-        if let Err(e) = audit.append(axp_audit::Kind::NetAttempt, None, "egress-proxy", detail) {
+        let session = match scope {
+            axp_providers::NetScope::Session(id) => {
+                detail["session"] = serde_json::json!(id);
+                Some(id.as_str())
+            }
+            axp_providers::NetScope::Provider(name) => {
+                detail["provider"] = serde_json::json!(name);
+                None
+            }
+            axp_providers::NetScope::Shared => None,
+        };
+        if let Err(e) = audit.append(axp_audit::Kind::NetAttempt, session, "egress-proxy", detail) {
             tracing::error!(error = %e, "cannot write an egress attempt to the audit log");
         }
-    }))
+    })
 }
 
 async fn shutdown(gw: &Gateway) {
@@ -286,7 +298,17 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     let revocations = state_dir.join(axp_caps::REVOCATIONS_FILE_NAME);
     verifier.load_revocations(&revocations).context("cannot load the token revocation list")?;
     let auth = Auth { minter: axp_caps::Minter::new(key), verifier, revocations };
-    let sessions = Sessions::new(store.clone(), profile, tiers.clone(), auth);
+    // A session's egress proxy ends with the session: at `session.close`, or at its expiry.
+    let sessions = Sessions::new(store.clone(), profile, tiers.clone(), auth).on_close({
+        let egress = egress.clone();
+        move |id| {
+            egress.stop_session(id);
+        }
+    });
+    egress.set_session_expiry({
+        let store = store.clone();
+        Arc::new(move |id: &str| store.get_session(id).ok().flatten().filter(|r| !r.closed).map(|r| r.expires_ms))
+    });
     let quotas = Arc::new(crate::quotas::Quotas::new(settings.quotas.clone()));
     let durability = settings.audit.durability().map_err(|e| anyhow::anyhow!("invalid `[audit]` setting: {e}"))?;
     let audit_options = axp_audit::Options { durability, ..axp_audit::Options::default() };

@@ -60,6 +60,13 @@ pub struct EgressSettings {
     /// serve granted names from private addresses; never needed on the open internet.
     #[serde(default)]
     pub dangerously_allow_private: Vec<String>,
+    /// Connections one session (or provider) may have open at once (default 64).
+    pub max_connections: Option<toml::Value>,
+    /// Bytes, both directions, one session may move through the proxy over its life (default
+    /// 1 GiB; `"unlimited"` for none). Providers have no byte budget.
+    pub max_bytes: Option<toml::Value>,
+    /// Seconds without traffic after which a proxied connection is closed (default 300).
+    pub idle_timeout_s: Option<toml::Value>,
 }
 
 impl EgressSettings {
@@ -75,7 +82,31 @@ impl EgressSettings {
             .iter()
             .map(|c| c.parse().map_err(|e| format!("`egress.dangerously_allow_private` entry `{c}`: {e}")))
             .collect::<Result<_, _>>()?;
-        Ok(crate::egress::EgressOptions { resolvers, dangerously_allow_private })
+        let d = crate::egress::EgressLimits::default();
+        // Values are read as TOML values and checked here, so a wrong type is reported with the
+        // entry's name too, not only its position.
+        let int_in = |name: &str, v: &toml::Value, max: i64| match v {
+            toml::Value::Integer(n) if (1..=max).contains(n) => Ok(*n as u64),
+            v => Err(format!("`egress.{name}` must be a whole number between 1 and {max}, not {v}")),
+        };
+        let max_connections = match &self.max_connections {
+            None => d.max_connections,
+            Some(v) => int_in("max_connections", v, 100_000)? as usize,
+        };
+        let max_bytes = match &self.max_bytes {
+            None => d.max_bytes,
+            Some(toml::Value::Integer(n)) if *n > 0 => Some(*n as u64),
+            Some(toml::Value::String(s)) if s == "unlimited" => None,
+            Some(v) => {
+                return Err(format!("`egress.max_bytes` must be a positive number of bytes or \"unlimited\", not {v}"));
+            }
+        };
+        let idle_timeout = match &self.idle_timeout_s {
+            None => d.idle_timeout,
+            Some(v) => std::time::Duration::from_secs(int_in("idle_timeout_s", v, 86_400)?),
+        };
+        let limits = crate::egress::EgressLimits { max_connections, max_bytes, idle_timeout };
+        Ok(crate::egress::EgressOptions { resolvers, dangerously_allow_private, limits })
     }
 }
 

@@ -111,6 +111,14 @@ fn bad_audit_and_egress_settings_are_refused_with_the_entry_named() {
         ("[egress]\nresolvers = [\"dns.example\"]\n", &["`dns.example` is not an ip:port"]),
         ("[egress]\ndangerously_allow_private = [\"10.0.0.0/99\"]\n", &["`10.0.0.0/99`"]),
         ("[egres]\nresolvers = []\n", &["axp.toml:1:", "did you mean `egress`?"]),
+        ("[egress]\nmax_connections = 0\n", &["`egress.max_connections`", "not 0"]),
+        ("[egress]\nmax_connections = -3\n", &["`egress.max_connections`", "not -3"]),
+        ("[egress]\nmax_bytes = 0\n", &["`egress.max_bytes`", "\"unlimited\"", "not 0"]),
+        ("[egress]\nmax_bytes = \"lots\"\n", &["`egress.max_bytes`", "not \"lots\""]),
+        ("[egress]\nidle_timeout_s = 0\n", &["`egress.idle_timeout_s`", "not 0"]),
+        ("[egress]\nidle_timeout_s = \"5m\"\n", &["`egress.idle_timeout_s`", "not \"5m\""]),
+        ("[egress]\nidle_timeout_s = 90000\n", &["`egress.idle_timeout_s`", "between 1 and 86400", "not 90000"]),
+        ("[egress]\nidle_timeout = 30\n", &["axp.toml:2:", "did you mean `idle_timeout_s`?"]),
     ];
     for (text, needles) in cases {
         std::fs::write(&toml, text).unwrap();

@@ -230,3 +230,308 @@ print(out.stdout.strip() or 'relay-failed: ' + out.stderr.strip()[-200:])
     assert!(metrics.contains("axp_egress_attempts_total{decision=\"allow\"} "), "{metrics}");
     assert!(!metrics.contains("axp_egress_attempts_total{decision=\"allow\"} 0\n"), "{metrics}");
 }
+
+/// A gateway whose sessions may be granted `net.connect(*.allowed.test)`, with the test zone
+/// (`api.allowed.test` → an upstream on 127.0.0.2 answering `body`) and `extra` `[egress]` lines.
+struct Lab {
+    gw: Gw,
+    state: std::path::PathBuf,
+    ws: std::path::PathBuf,
+    port: u16,
+    _dns: Dns,
+    _tmp: tempfile::TempDir,
+}
+
+impl Lab {
+    async fn start(body: &'static str, extra: &str) -> Lab {
+        Self::start_with(body, extra, |_| None).await
+    }
+
+    /// As [`Lab::start`], plus the static (bridge) provider `provider(port)` returns, if any.
+    async fn start_with(body: &'static str, extra: &str, provider: impl Fn(u16) -> Option<serde_json::Value>) -> Lab {
+        let up_ip = std::net::Ipv4Addr::new(127, 0, 0, 2);
+        let dns = Dns::start(vec![("api.allowed.test", up_ip)]).await;
+        let port = upstream(up_ip, body).await;
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let ws = ws.canonicalize().unwrap();
+        let toml = tmp.path().join("axp.toml");
+        std::fs::write(
+            &toml,
+            format!(
+                "[session]\ncapabilities = [\"tool(*)\", \"proc.spawn\", \"fs.write({ws})\", \"net.connect(*.allowed.test)\"]\n\
+                 [egress]\nresolvers = [\"{dns}\"]\ndangerously_allow_private = [\"127.0.0.2/32\"]\n{extra}\n\
+                 [audit]\nsync = \"interval\"\n",
+                ws = ws.display(),
+                dns = dns.addr
+            ),
+        )
+        .unwrap();
+        let state = tmp.path().join("state");
+        let mut gw = gateway().workspace(&ws).state(&state).arg("--config").arg(toml.to_str().unwrap());
+        if let Some(p) = provider(port) {
+            let file = tmp.path().join("provider.json");
+            std::fs::write(&file, p.to_string()).unwrap();
+            gw = gw.fleet(&file);
+        }
+        let gw = gw.start();
+        Lab { gw, state, ws, port, _dns: dns, _tmp: tmp }
+    }
+
+    /// A session granted exactly `net.connect(api.allowed.test)`.
+    async fn session(&self) -> Rpc {
+        Rpc::open(
+            &self.gw.url,
+            json!({"capabilities": ["proc.spawn", format!("fs.write({})", self.ws.display()), "net.connect(api.allowed.test)"]}),
+        )
+        .await
+    }
+
+    /// The egress proxy sockets of sessions under `STATE/egress/`.
+    fn session_sockets(&self) -> std::collections::BTreeSet<std::path::PathBuf> {
+        std::fs::read_dir(self.state.join("egress"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        let name = p.file_name().unwrap().to_string_lossy();
+                        name.starts_with("session-") && name.ends_with(".sock")
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `net.attempt` records of `session` (all of them for `""`) in the hash-chained audit log,
+    /// once `done` holds for them (a proxy writes an attempt's record when its connection ends;
+    /// waits up to 5 s).
+    async fn attempts_of(&self, session: &str, done: impl Fn(&[serde_json::Value]) -> bool) -> Vec<serde_json::Value> {
+        let mut records = Vec::new();
+        for _ in 0..100 {
+            let mut tail = std::process::Command::new(axp());
+            tail.args(["audit", "tail", "--json", "--kind", "net.attempt", "-n", "1000"]);
+            if !session.is_empty() {
+                tail.args(["--session", session]);
+            }
+            let tail = tail.arg("--state-dir").arg(&self.state).output().unwrap();
+            records =
+                String::from_utf8_lossy(&tail.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+            if done(&records) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        records
+    }
+}
+
+fn session_id(s: &Rpc) -> String {
+    s.session.as_ref().unwrap().0.clone()
+}
+
+/// Runs `script` with `sh -c` in `s` and returns its stdout.
+async fn run(s: &mut Rpc, script: &str) -> String {
+    let job = s.ok("job.start", json!({"command": ["sh", "-c", script]})).await;
+    stdout_of(&s.events(job["job_id"].as_str().unwrap(), 0).await)
+}
+
+/// Two sessions with the same grant have separate proxies: one spending its byte budget does not
+/// touch the other's; each session's attempts carry its id in the audit log; and a closed
+/// session's proxy is gone while the other's keeps working.
+#[tokio::test]
+async fn each_session_has_its_own_proxy_budget_and_audit_trail_and_loses_it_at_close() {
+    // 2,000-byte answers and a 3,000-byte budget per session: the first fetch fits, the second
+    // is cut short, the third is refused.
+    let body: &'static str = Box::leak("x".repeat(2000).into_boxed_str());
+    let lab = Lab::start(body, "max_bytes = 3000").await;
+    let url = format!("http://api.allowed.test:{}/", lab.port);
+    let fetch = |n: &str| format!("curl -s -m 5 -o /dev/null -w '{n}=%{{http_code}}:%{{size_download}}\\n' {url}\n");
+    let (mut a, mut b) = (lab.session().await, lab.session().await);
+    let (a_id, b_id) = (session_id(&a), session_id(&b));
+
+    let out = run(&mut a, &format!("{}{}{}", fetch("one"), fetch("two"), fetch("three"))).await;
+    assert!(out.contains("one=200:2000\n"), "{out}");
+    let two: u64 = out.split("two=200:").nth(1).and_then(|r| r.lines().next()).unwrap().parse().unwrap();
+    assert!(two < 2000, "the second download should be cut at the budget: {out}");
+    assert!(out.contains("three=503:"), "{out}");
+    let a_sockets = lab.session_sockets();
+    assert_eq!(a_sockets.len(), 1, "{a_sockets:?}");
+
+    // Session B, same grant, same upstream: its own budget is untouched.
+    let out = run(&mut b, &fetch("b")).await;
+    assert!(out.contains("b=200:2000\n"), "{out}");
+    let all = lab.session_sockets();
+    assert_eq!(all.len(), 2, "each session gets its own proxy: {all:?}");
+    let b_socket = all.difference(&a_sockets).next().unwrap().clone();
+
+    // The audit log says whose attempt each one was.
+    let a_recs = lab
+        .attempts_of(&a_id, |r| {
+            r.iter().any(|r| r["detail"]["reason"] == "byte_limit" && r["detail"]["decision"] == "deny")
+        })
+        .await;
+    assert!(
+        a_recs.iter().any(|r| r["detail"]["decision"] == "allow" && r["detail"]["end"] == "byte_limit"),
+        "{a_recs:#?}"
+    );
+    assert!(
+        a_recs.iter().any(|r| r["detail"]["reason"] == "byte_limit" && r["detail"]["decision"] == "deny"),
+        "{a_recs:#?}"
+    );
+    assert_eq!(a_recs.len(), 3, "{a_recs:#?}");
+    assert!(
+        a_recs.iter().all(|r| r["session"] == a_id.as_str() && r["detail"]["session"] == a_id.as_str()),
+        "{a_recs:#?}"
+    );
+    let b_recs = lab.attempts_of(&b_id, |r| !r.is_empty()).await;
+    assert_eq!(b_recs.len(), 1, "{b_recs:#?}");
+    assert_eq!(b_recs[0]["detail"]["session"], b_id.as_str(), "{b_recs:#?}");
+    assert_eq!(b_recs[0]["detail"]["decision"], "allow", "{b_recs:#?}");
+
+    // Closing A stops its proxy (its socket goes); B's keeps serving.
+    a.ok("session.close", json!({})).await;
+    let mut left = lab.session_sockets();
+    for _ in 0..100 {
+        if left.len() == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        left = lab.session_sockets();
+    }
+    assert_eq!(left.into_iter().collect::<Vec<_>>(), vec![b_socket], "only B's proxy should remain");
+    let out = run(&mut b, &fetch("again")).await;
+    assert!(out.contains("again=200:"), "{out}");
+}
+
+/// A session holding its `max_connections` tunnels is refused the next one, while another
+/// session with the same grant still connects: the cap is per session.
+#[tokio::test]
+async fn a_session_at_its_connection_cap_is_refused_and_another_session_is_not() {
+    let lab = Lab::start("hello from upstream", "max_connections = 2").await;
+    let port = lab.port;
+    let (mut a, mut b) = (lab.session().await, lab.session().await);
+    let a_id = session_id(&a);
+    // Two tunnels held open (the upstream waits for a request that never comes), a third
+    // refused; then the job waits for the test's signal before letting go.
+    let script = format!(
+        r#"python3 -c "
+import os, socket, time
+def tunnel():
+    s = socket.create_connection(('127.0.0.1', 3128), timeout=5)
+    s.sendall(b'CONNECT api.allowed.test:{port} HTTP/1.1\r\nHost: api.allowed.test:{port}\r\n\r\n')
+    return s, s.recv(4096).decode(errors='replace')
+held = []
+for i in range(2):
+    s, r = tunnel(); held.append(s); print('held=' + r.split(chr(13))[0], flush=True)
+s, r = tunnel()
+print('third=' + r.split(chr(13))[0] + ' ' + ('connection_limit' if 'connection_limit' in r else '?'), flush=True)
+end = time.time() + 20
+while not os.path.exists('release') and time.time() < end:
+    time.sleep(0.05)
+print('released', flush=True)
+""#
+    );
+    let job = a.ok("job.start", json!({"command": ["sh", "-c", script]})).await;
+    let job = job["job_id"].as_str().unwrap().to_string();
+    // Follow A's job until it reports the refusal (it is still holding its two tunnels).
+    let (mut seq, mut out) = (0, String::new());
+    for _ in 0..30 {
+        let r = a.ok("job.attach", json!({"job_id": job, "from_seq": seq, "wait_ms": 1000})).await;
+        out.push_str(&stdout_of(r["events"].as_array().unwrap()));
+        seq = r["next_seq"].as_u64().unwrap();
+        if out.contains("third=") || r["done"] == true {
+            break;
+        }
+    }
+    assert_eq!(out.matches("held=HTTP/1.1 200").count(), 2, "{out}");
+    assert!(out.contains("third=HTTP/1.1 503 Service Unavailable connection_limit"), "{out}");
+    // Meanwhile session B, same grant, connects.
+    let b_out = run(&mut b, &format!("curl -s -m 5 http://api.allowed.test:{port}/")).await;
+    std::fs::write(lab.ws.join("release"), "").unwrap();
+    let rest = stdout_of(&a.events(&job, seq).await);
+    assert!(rest.contains("released"), "{rest}");
+    assert_eq!(b_out, "hello from upstream", "B must not be held to A's connections");
+    let recs = lab.attempts_of(&a_id, |r| r.iter().any(|r| r["detail"]["reason"] == "connection_limit")).await;
+    assert!(
+        recs.iter().any(|r| r["detail"]["reason"] == "connection_limit" && r["session"] == a_id.as_str()),
+        "{recs:#?}"
+    );
+}
+
+/// A session's proxy also ends at the session's expiry, with nobody closing it. (The TTL leaves
+/// the job a few seconds to fetch before the session, and with it the proxy, goes.)
+#[tokio::test]
+async fn an_expired_sessions_proxy_stops() {
+    let lab = Lab::start("hello from upstream", "").await;
+    let mut s = Rpc::open(
+        &lab.gw.url,
+        json!({"capabilities": ["proc.spawn", format!("fs.write({})", lab.ws.display()), "net.connect(api.allowed.test)"], "ttl_s": 3}),
+    )
+    .await;
+    let out = run(&mut s, &format!("curl -s -m 5 http://api.allowed.test:{}/", lab.port)).await;
+    assert_eq!(out, "hello from upstream");
+    assert_eq!(lab.session_sockets().len(), 1);
+    let mut left = lab.session_sockets();
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        left = lab.session_sockets();
+    }
+    assert!(left.is_empty(), "the expired session's proxy is still listening: {left:?}");
+}
+
+/// An operator-configured provider's processes get the provider's own proxy (its `sandbox.net`
+/// allowlist), and their attempts are audited under the provider's name, not a session's.
+#[tokio::test]
+async fn a_providers_attempts_are_audited_under_its_name() {
+    let lab = Lab::start_with("hello from upstream", "", |port| {
+        Some(json!({
+            "provider": "fetcher",
+            "bridge": {"command": "sh", "args": ["-c", format!("curl -s -m 5 http://api.allowed.test:{port}/"), "bridge"]},
+            "tools": [{"name": "fetch", "description": "Fetches the test upstream's greeting over HTTP."}],
+            "sandbox": {"net": ["api.allowed.test"]}
+        }))
+    })
+    .await;
+    let mut s = Rpc::open(&lab.gw.url, json!({"capabilities": ["tool(*)"]})).await;
+    let tools = s.ok("tools/list", json!({})).await;
+    let name = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .find(|n| n.ends_with("fetch"))
+        .unwrap_or_else(|| panic!("{tools}"))
+        .to_string();
+    let r = s.ok("tools/call", json!({"name": name, "arguments": {}})).await;
+    assert!(r.to_string().contains("hello from upstream"), "{r}");
+    let recs = lab.attempts_of("", |r| r.iter().any(|r| r["detail"]["provider"] == "fetcher")).await;
+    let rec = recs.iter().find(|r| r["detail"]["provider"] == "fetcher").unwrap_or_else(|| panic!("{recs:#?}"));
+    assert_eq!(rec["detail"]["decision"], "allow", "{rec:#}");
+    assert!(rec["session"].is_null() && rec["detail"]["session"].is_null(), "{rec:#}");
+    assert!(lab.session_sockets().is_empty(), "the provider's proxy is not a session's");
+}
+
+/// `axp sandbox run --allow-net` goes through the same proxy path (a one-off instance of its
+/// own): the proxy is the only way out, and it refuses what was not allowed.
+#[test]
+fn sandbox_run_allow_net_goes_through_the_proxy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(axp())
+        .args(["sandbox", "run", "--allow-net", "api.allowed.test", "--workspace"])
+        .arg(tmp.path())
+        .args(["--", "sh", "-c"])
+        .arg(
+            "echo proxy=$HTTP_PROXY; curl -s -m 5 -D - -o /dev/null http://evil.example.org/ | tr -d '\\r' | grep -i '^x-axp-deny-reason'; \
+             curl -s -m 3 --noproxy '*' http://93.184.216.34/ >/dev/null 2>&1 && echo direct=open || echo direct=blocked",
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("proxy=http://127.0.0.1:3128"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.to_ascii_lowercase().contains("x-axp-deny-reason: not_granted"), "{stdout}");
+    assert!(stdout.contains("direct=blocked"), "{stdout}");
+}
