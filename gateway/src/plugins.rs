@@ -80,10 +80,11 @@ impl PluginSettings {
             }
         }
         ctx.workspace = Some(workspace.to_path_buf());
-        // The route is not told which plugin asks (plugin-host's `EgressRoute` takes the
-        // allowlist only), so WASM plugins' proxies are keyed by allowlist, like a one-off run.
-        ctx.egress_route =
-            Some(Arc::new(move |net: &[String]| egress.socket_for(&axp_providers::NetScope::Shared, net)));
+        // Each plugin gets a proxy of its own, like a configured provider, so its attempts are
+        // audited under its id.
+        ctx.egress_route = Some(Arc::new(move |id: &str, net: &[String]| {
+            egress.socket_for(&axp_providers::NetScope::Provider(id.to_string()), net)
+        }));
         Ok(ctx)
     }
 }

@@ -154,7 +154,9 @@ impl HostContext {
 }
 
 /// See [`HostContext::egress_route`].
-pub type EgressRoute = Arc<dyn Fn(&[String]) -> Result<PathBuf, String> + Send + Sync>;
+/// Called with the plugin's id and its `net` grants; returns the socket of the egress proxy
+/// that enforces them for that plugin.
+pub type EgressRoute = Arc<dyn Fn(&str, &[String]) -> Result<PathBuf, String> + Send + Sync>;
 
 /// Options of one install.
 #[derive(Debug, Clone, Default)]
@@ -287,7 +289,8 @@ async fn probe(
             grants.resolve_override = ctx.resolve_override.clone();
             grants.preopens = fs_grants(manifest, ctx.workspace.as_deref())?;
             if let Some(route) = ctx.egress_route.as_ref().filter(|_| !manifest.capabilities.net.is_empty()) {
-                grants.egress_proxy = Some(route(&manifest.capabilities.net).map_err(InstallError::Egress)?);
+                grants.egress_proxy =
+                    Some(route(&manifest.id, &manifest.capabilities.net).map_err(InstallError::Egress)?);
             }
             let p = WasmProvider::new(&ctx.runtime, &manifest.id, bytes, grants).await?;
             if p.info().id != manifest.id {
@@ -303,6 +306,7 @@ async fn probe(
                 helper: ctx.helper.clone(),
                 policy: ProcessPolicy {
                     net: manifest.capabilities.net.clone(),
+                    net_scope: axp_providers::NetScope::Provider(manifest.id.clone()),
                     fs_read: fs_grants(manifest, ctx.workspace.as_deref())?.into_iter().map(|(host, _)| host).collect(),
                     ..Default::default()
                 },
