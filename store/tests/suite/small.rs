@@ -217,7 +217,7 @@ fn reserved_ids_have_their_file_ready_and_unused_ones_are_cleaned_up() {
 fn a_clean_shutdown_deletes_the_reserve_it_did_not_hand_out() {
     let (_tmp, dir) = super::state();
     {
-        let store = Store::open_with(&dir, axp_store::StoreOptions::default().reserve_logs(4)).unwrap();
+        let _store = Store::open_with(&dir, axp_store::StoreOptions::default().reserve_logs(4)).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while reserved_list(&dir).len() < 4 {
             assert!(std::time::Instant::now() < deadline, "the reserve never filled");
