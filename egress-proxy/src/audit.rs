@@ -159,12 +159,23 @@ fn writer(mut out: Box<dyn Write + Send>, rx: std::sync::mpsc::Receiver<Msg>) {
             failed = true;
             eprintln!("axp-egress-proxy: cannot write the audit log");
         }
+        let wrote_lines = !batch.is_empty();
         batch.clear();
         for a in acks {
             let _ = a.send(());
         }
+        // Linger before blocking again: records that arrive meanwhile are queued without waking
+        // this thread (a sender only pays a futex wake-up when the receiver is parked), and go
+        // out together. Measured: the per-record wake-up was ~10% of the proxy's CPU on
+        // back-to-back short requests. Lines are at most this much later on disk.
+        if wrote_lines {
+            std::thread::sleep(LINGER);
+        }
     }
 }
+
+/// See [`writer`].
+const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 
 impl AuditLog {
     /// Appends to `path` (created if missing), or writes to stderr when `None`.
