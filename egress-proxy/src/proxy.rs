@@ -853,6 +853,7 @@ impl Shared {
         let mut client_open = true;
         let mut up_open = true;
         let mut up_write_open = true;
+        let mut client_shut = false;
         let mut pending = Some(initial);
         let metrics = &self.audit.metrics;
         let end: &'static str = loop {
@@ -933,6 +934,7 @@ impl Shared {
                 r = up.read(&mut ubuf), if up_open => match r {
                     Ok(0) | Err(_) => {
                         up_open = false;
+                        client_shut = true;
                         let _ = client.shutdown().await;
                     }
                     Ok(n) => {
@@ -954,8 +956,14 @@ impl Shared {
             }
         };
         rec.end = Some(end);
-        let _ = client.shutdown().await;
-        let _ = up.shutdown().await;
+        // Each write side is shut once (a second shutdown is a wasted syscall on every
+        // connection); dropping the sockets then closes them.
+        if !client_shut {
+            let _ = client.shutdown().await;
+        }
+        if up_write_open {
+            let _ = up.shutdown().await;
+        }
         Ok(())
     }
 }

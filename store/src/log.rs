@@ -692,28 +692,16 @@ fn recover(data: &File, index: Option<&File>, paths: &LogPaths, job_id: &str) ->
 
     // Re-index complete lines that follow the trusted prefix.
     if good_len < data_len {
-        let mut handle = data;
-        handle.seek(SeekFrom::Start(good_len)).map_err(|e| StoreError::io(&paths.data, e))?;
-        let mut reader = BufReader::with_capacity(64 << 10, handle);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            // Never buffer more than one maximal event, whatever garbage follows.
-            let n = (&mut reader)
-                .take(MAX_EVENT_BYTES + 1)
-                .read_until(b'\n', &mut line)
-                .map_err(|e| StoreError::io(&paths.data, e))?;
-            let Some(body) = line.strip_suffix(b"\n") else {
-                break; // end of file, a torn last line, or an over-long run of garbage
-            };
+        each_line(data, paths, good_len, |body, n| {
             if parse_line(body, job_id, count).is_err() {
-                break;
+                return Ok(false);
             }
-            good_len += n as u64;
+            good_len += n;
             index.write_all_at(&good_len.to_le_bytes(), count * 8).map_err(|e| StoreError::io(&paths.index, e))?;
             count += 1;
             repaired = true;
-        }
+            Ok(true)
+        })?;
         if good_len < data_len {
             data.set_len(good_len).map_err(|e| StoreError::io(&paths.data, e))?;
             repaired = true;
@@ -725,33 +713,44 @@ fn recover(data: &File, index: Option<&File>, paths: &LogPaths, job_id: &str) ->
     Ok((count, good_len, Vec::new()))
 }
 
+/// Hands each complete line of `data` from byte `from` on to `line` (without its `\n`, with the
+/// bytes it took including the `\n`) until the end of the file, a torn last line, an over-long run
+/// of garbage, or `line` returning `false`. Never buffers more than one maximal event.
+fn each_line(data: &File, paths: &LogPaths, from: u64, mut line: impl FnMut(&[u8], u64) -> Result<bool>) -> Result<()> {
+    let mut handle = data;
+    handle.seek(SeekFrom::Start(from)).map_err(|e| StoreError::io(&paths.data, e))?;
+    let mut reader = BufReader::with_capacity(64 << 10, handle);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = (&mut reader)
+            .take(MAX_EVENT_BYTES + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| StoreError::io(&paths.data, e))?;
+        let Some(body) = buf.strip_suffix(b"\n") else {
+            return Ok(());
+        };
+        if !line(body, n as u64)? {
+            return Ok(());
+        }
+    }
+}
+
 /// [`recover`] for a log without an index: keeps every line up to the last complete one that
 /// parses as the event its position says (a damaged line before it stays, to be reported as
 /// corrupt when read, as the index case does), and truncates whatever follows.
 fn recover_small(data: &File, paths: &LogPaths, job_id: &str) -> Result<(u64, u64, Vec<u64>)> {
     let data_len = file_len(data, &paths.data)?;
-    let mut handle = data;
-    handle.seek(SeekFrom::Start(0)).map_err(|e| StoreError::io(&paths.data, e))?;
-    let mut reader = BufReader::with_capacity(64 << 10, handle);
-    let mut line = Vec::new();
     let mut ends = Vec::new();
     let (mut at, mut good_len, mut good_count) = (0u64, 0u64, 0usize);
-    loop {
-        line.clear();
-        // Never buffer more than one maximal event, whatever garbage follows.
-        let n = (&mut reader)
-            .take(MAX_EVENT_BYTES + 1)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| StoreError::io(&paths.data, e))?;
-        let Some(body) = line.strip_suffix(b"\n") else {
-            break; // end of file, a torn last line, or an over-long run of garbage
-        };
-        at += n as u64;
+    each_line(data, paths, 0, |body, n| {
+        at += n;
         ends.push(at);
         if parse_line(body, job_id, ends.len() as u64 - 1).is_ok() {
             (good_len, good_count) = (at, ends.len());
         }
-    }
+        Ok(true)
+    })?;
     ends.truncate(good_count);
     if good_len < data_len {
         data.set_len(good_len).map_err(|e| StoreError::io(&paths.data, e))?;

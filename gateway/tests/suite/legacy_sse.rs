@@ -38,14 +38,10 @@ async fn wait_listening(port: u16) {
     panic!("nothing listens on 127.0.0.1:{port}");
 }
 
-/// server-everything in its legacy SSE mode on `port`, bound to 127.0.0.1 by the preload that
-/// the provider tests use (it would otherwise listen on every interface).
-async fn everything_sse(port: u16) -> NodeServer {
+/// `node ARGS…` with `PORT=port`, once something listens on that port.
+async fn node_on(port: u16, args: &[&str]) -> NodeServer {
     let child = Command::new("node")
-        .arg("--require")
-        .arg(need(repo().join("providers/tests/fixtures/loopback.cjs")))
-        .arg(everything_js())
-        .arg("sse")
+        .args(args)
         .env("PORT", port.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -57,19 +53,17 @@ async fn everything_sse(port: u16) -> NodeServer {
     server
 }
 
+/// server-everything in its legacy SSE mode on `port`, bound to 127.0.0.1 by the preload that
+/// the provider tests use (it would otherwise listen on every interface).
+async fn everything_sse(port: u16) -> NodeServer {
+    let preload = need(repo().join("providers/tests/fixtures/loopback.cjs"));
+    let js = everything_js();
+    node_on(port, &["--require", &preload, &js, "sse"]).await
+}
+
 /// The SDK-based SSE fixture (tests/fixtures/sse_fixture_server.mjs) on `port`.
 async fn fixture_sse(port: u16) -> NodeServer {
-    let child = Command::new("node")
-        .arg(need(repo().join("tests/fixtures/sse_fixture_server.mjs")))
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("node must be installed");
-    let server = NodeServer(child);
-    wait_listening(port).await;
-    server
+    node_on(port, &[&need(repo().join("tests/fixtures/sse_fixture_server.mjs"))]).await
 }
 
 fn sse_fleet(dir: &Path, servers: Value) -> PathBuf {
