@@ -113,12 +113,15 @@ pub struct RpcError {
 }
 
 impl RpcError {
-    /// An error with `data.reason` set to `reason` and `data.name` to the code's name.
+    /// An error with `data.reason` set to `reason` and `data.name` to the code's name. The
+    /// `message` is `Name: reason`: most MCP clients (the Inspector, desktop apps) show only the
+    /// message, and the reason is what tells a user what to do; programs match on `code` or
+    /// `data.name`, never on the message.
     pub fn new(code: ErrorCode, reason: impl Into<String>) -> Self {
         let reason = reason.into();
         Self {
             code: code.code(),
-            message: code.name().to_string(),
+            message: format!("{}: {reason}", code.name()),
             data: Some(json!({ "name": code.name(), "reason": reason })),
         }
     }

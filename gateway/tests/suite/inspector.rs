@@ -82,11 +82,12 @@ fn inspector_cli_lists_and_calls_over_streamable_http() {
     ]));
     assert_eq!(r["content"][0]["text"], "The sum of 2 and 40 is 42.", "{r}");
 
-    // Our errors reach it as JSON-RPC errors with their codes.
+    // Our errors reach it as JSON-RPC errors with their codes, and what it shows (the message)
+    // says what went wrong, not only the code's name.
     let out = inspector(&[&url, "--method", "tools/call", "--tool-name", "everything__nope", "--tool-arg", "a=1"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("MCP error -32004"), "{err}");
+    assert!(err.contains("MCP error -32004: UnknownTool: no tool named `everything__nope`"), "{err}");
     let out = inspector(&[
         &url,
         "--method",
