@@ -66,10 +66,16 @@ fn run_one(a: SandboxRunArgs) -> Result<i32> {
     // while the command runs in the foreground.
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let _guard = rt.enter();
-    let egress = crate::egress::Egress::new(std::env::temp_dir().join(format!("axp-egress-{}", std::process::id())));
-    let policy = crate::sandboxing::compile(&spec, &[], &argv, &egress).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let exe = std::env::current_exe().context("cannot find the axp executable to re-execute")?;
-    let status = axp_sandbox::run(&exe, &policy, &argv).context("cannot start the sandbox")?;
+    let egress_dir = std::env::temp_dir().join(format!("axp-egress-{}", std::process::id()));
+    let egress = crate::egress::Egress::new(egress_dir.clone());
+    let ran = (|| {
+        let policy = crate::sandboxing::compile(&spec, &[], &argv, &egress).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let exe = std::env::current_exe().context("cannot find the axp executable to re-execute")?;
+        axp_sandbox::run(&exe, &policy, &argv).context("cannot start the sandbox")
+    })();
+    // The proxy's socket and its attempt log are this run's alone.
+    let _ = std::fs::remove_dir_all(&egress_dir);
+    let status = ran?;
     use std::os::unix::process::ExitStatusExt;
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }

@@ -520,7 +520,11 @@ async fn a_providers_attempts_are_audited_under_its_name() {
 #[test]
 fn sandbox_run_allow_net_goes_through_the_proxy() {
     let tmp = tempfile::tempdir().unwrap();
+    // Its own temp dir, to see what the run leaves behind there.
+    let scratch = tmp.path().join("tmp");
+    std::fs::create_dir(&scratch).unwrap();
     let out = std::process::Command::new(axp())
+        .env("TMPDIR", &scratch)
         .args(["sandbox", "run", "--allow-net", "api.allowed.test", "--workspace"])
         .arg(tmp.path())
         .args(["--", "sh", "-c"])
@@ -534,4 +538,7 @@ fn sandbox_run_allow_net_goes_through_the_proxy() {
     assert!(stdout.contains("proxy=http://127.0.0.1:3128"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.to_ascii_lowercase().contains("x-axp-deny-reason: not_granted"), "{stdout}");
     assert!(stdout.contains("direct=blocked"), "{stdout}");
+    // The run's proxy socket and attempt log went with it.
+    let left: Vec<_> = std::fs::read_dir(&scratch).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "axp sandbox run left {left:?} behind");
 }
