@@ -142,34 +142,11 @@ pub async fn upstream(ip: std::net::Ipv4Addr, body: &'static str) -> u16 {
 
 #[tokio::test]
 async fn a_granted_name_is_reached_through_the_proxy_and_every_attempt_is_audited() {
-    let up_ip = std::net::Ipv4Addr::new(127, 0, 0, 2);
-    let dns = Dns::start(vec![("api.allowed.test", up_ip), ("other.allowed.test", up_ip)]).await;
-    let port = upstream(up_ip, "hello from upstream").await;
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let ws = ws.canonicalize().unwrap();
-    let toml = tmp.path().join("axp.toml");
     // The operator points the proxy at the test zone and waives the loopback check for the one
     // address the upstream listens on; the grant itself still comes from the session.
-    std::fs::write(
-        &toml,
-        format!(
-            "[session]\ncapabilities = [\"tool(*)\", \"proc.spawn\", \"fs.write({ws})\", \"net.connect(*.allowed.test)\"]\n\
-             [egress]\nresolvers = [\"{dns}\"]\ndangerously_allow_private = [\"127.0.0.2/32\"]\n\
-             [audit]\nsync = \"interval\"\n",
-            ws = ws.display(),
-            dns = dns.addr
-        ),
-    )
-    .unwrap();
-    let state = tmp.path().join("state");
-    let gw = gateway().workspace(&ws).state(&state).arg("--config").arg(toml.to_str().unwrap()).start();
-    let mut s = Rpc::open(
-        &gw.url,
-        json!({"capabilities": ["proc.spawn", format!("fs.write({})", ws.display()), "net.connect(api.allowed.test)"]}),
-    )
-    .await;
+    let lab = Lab::start("hello from upstream", "").await;
+    let (gw, state, port) = (&lab.gw, &lab.state, lab.port);
+    let mut s = lab.session().await;
     // The granted name works from the job and from a grandchild it starts (a second process
     // relaying the request); the same upstream under an ungranted name, and the upstream's
     // address directly, do not.
@@ -232,7 +209,8 @@ print(out.stdout.strip() or 'relay-failed: ' + out.stderr.strip()[-200:])
 }
 
 /// A gateway whose sessions may be granted `net.connect(*.allowed.test)`, with the test zone
-/// (`api.allowed.test` → an upstream on 127.0.0.2 answering `body`) and `extra` `[egress]` lines.
+/// (`api.allowed.test` and `other.allowed.test` → an upstream on 127.0.0.2 answering `body`) and
+/// `extra` `[egress]` lines.
 struct Lab {
     gw: Gw,
     state: std::path::PathBuf,
@@ -250,7 +228,8 @@ impl Lab {
     /// As [`Lab::start`], plus the static (bridge) provider `provider(port)` returns, if any.
     async fn start_with(body: &'static str, extra: &str, provider: impl Fn(u16) -> Option<serde_json::Value>) -> Lab {
         let up_ip = std::net::Ipv4Addr::new(127, 0, 0, 2);
-        let dns = Dns::start(vec![("api.allowed.test", up_ip)]).await;
+        // `other.allowed.test` is the same upstream under a name sessions are not granted.
+        let dns = Dns::start(vec![("api.allowed.test", up_ip), ("other.allowed.test", up_ip)]).await;
         let port = upstream(up_ip, body).await;
         let tmp = tempfile::tempdir().unwrap();
         let ws = tmp.path().join("ws");
