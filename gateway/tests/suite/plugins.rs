@@ -185,12 +185,7 @@ async fn hostile_plugins_are_stopped_and_the_gateway_keeps_serving() {
     let cfg = tmp.path().join("axp.toml");
     std::fs::write(&cfg, "[plugins]\ncall_timeout_ms = 1500\nmemory_mib = 32\n").unwrap();
     for name in ["hello", "hostile", "hostile-native"] {
-        let out = Command::new(axp())
-            .args(["provider", "add", dist(name).to_str().unwrap(), "--config", cfg.to_str().unwrap()])
-            .arg("--state-dir")
-            .arg(&state)
-            .output()
-            .unwrap();
+        let out = provider(&state, &["add", dist(name).to_str().unwrap(), "--config", cfg.to_str().unwrap()]);
         assert!(out.status.success(), "{name}: {:?}", text(&out));
     }
     let gw = gateway().arg("--no-builtin").arg("--config").arg(cfg.to_str().unwrap()).state(&state).start();
@@ -383,12 +378,7 @@ async fn a_plugin_gets_the_secrets_its_manifest_declares_and_no_others() {
     let cfg = tmp.path().join("axp.toml");
     std::fs::write(&cfg, "[plugins]\nsecrets_from_env = [\"HELLO_GREETING\", \"AXP_TEST_OTHER_SECRET\"]\n").unwrap();
     for name in ["hello", "hostile"] {
-        let out = Command::new(axp())
-            .args(["provider", "add", dist(name).to_str().unwrap(), "--config", cfg.to_str().unwrap()])
-            .arg("--state-dir")
-            .arg(&state)
-            .output()
-            .unwrap();
+        let out = provider(&state, &["add", dist(name).to_str().unwrap(), "--config", cfg.to_str().unwrap()]);
         assert!(out.status.success(), "{name}: {:?}", text(&out));
     }
     let gw = gateway()
