@@ -134,12 +134,7 @@ async fn a_parked_call_survives_a_restart_and_only_an_operator_decides_it() {
 
     // Every decision is audited, with its operator, and the chain verifies.
     drop(gw);
-    let out = Command::new(axp())
-        .args(["audit", "tail", "--json", "--kind", "approval", "--state-dir"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&out.stdout);
+    let out = audit_json(&state, &["--kind", "approval"]);
     assert!(out.contains("\"decision\":\"denied\"") && out.contains("\"decision\":\"approved\""), "{out}");
     assert!(out.contains("\"operator\":\"local\""), "{out}");
     let v = Command::new(axp()).args(["audit", "verify", "--state-dir"]).arg(&state).output().unwrap();
@@ -200,12 +195,8 @@ async fn an_mcp_tools_call_waits_for_approval_and_revocation_is_durable() {
     sub.session = Some((String::new(), child));
     assert_eq!(sub.err("axp.index", json!({})).await.0, -32001, "revocation survives a restart");
     drop(gw);
-    let out = Command::new(axp())
-        .args(["audit", "tail", "--json", "--kind", "token.revoke", "--state-dir"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"operator\":\"local\""));
+    let out = audit_json(&state, &["--kind", "token.revoke"]);
+    assert!(out.contains("\"operator\":\"local\""));
 }
 
 #[tokio::test]
@@ -243,12 +234,8 @@ async fn an_mcp_server_marked_approval_required_waits_and_axp_deny_fails_the_cal
     assert_eq!([&ra, &rd].iter().filter(|r| r.get("result").is_some()).count(), 1, "{ra}\n{rd}");
     agent.events(&raced, 0).await;
     drop(gw);
-    let out = Command::new(axp())
-        .args(["audit", "tail", "--json", "--kind", "approval", "--state-dir"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    let records = String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(&raced)).count();
+    let out = audit_json(&state, &["--kind", "approval"]);
+    let records = out.lines().filter(|l| l.contains(&raced)).count();
     assert_eq!(records, 1, "only the winning decision is recorded");
 
     // A typo in the setting is an error naming the valid values, not a silently unguarded server.
@@ -308,12 +295,8 @@ async fn a_configured_operator_signs_with_its_own_key() {
     assert_eq!(exit_of(&agent.events(job, 0).await)["state"], "exited");
     assert!(ws.join("a").exists());
     drop(gw);
-    let out = Command::new(axp())
-        .args(["audit", "tail", "--json", "--kind", "approval", "--state-dir"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"operator\":\"alice\""));
+    let out = audit_json(&state, &["--kind", "approval"]);
+    assert!(out.contains("\"operator\":\"alice\""));
 }
 
 #[test]

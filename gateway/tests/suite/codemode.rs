@@ -94,12 +94,7 @@ catch (e) { console.log("INVALID " + e.code + " " + (e instanceof ToolError)); }
 
     // The nested calls are in the audit log, attributed to code-mode and their job.
     drop(gw);
-    let out = std::process::Command::new(axp())
-        .args(["audit", "tail", "--json", "--lines", "200", "--state-dir"])
-        .arg(tmp.path().join("state"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = audit_json(&tmp.path().join("state"), &["--lines", "200"]);
     assert_eq!(text.matches("\"via\":\"code-mode\"").count(), 7, "{text}");
 }
 
@@ -171,12 +166,7 @@ catch (e) { console.log("DENIED " + e.code + " " + (e instanceof ToolError)); }
     assert!(stdout_of(&events).contains("DENIED -32002 true"), "{}", stdout_of(&events));
 
     drop(gw);
-    let out = std::process::Command::new(axp())
-        .args(["audit", "tail", "--json", "--lines", "200", "--state-dir"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = audit_json(&state, &["--lines", "200"]);
     assert!(
         text.lines()
             .any(|l| l.contains("capability.denied") && l.contains("everything__echo") && l.contains("code-mode")),

@@ -3,8 +3,6 @@
 //! and every capability denial lands in the audit log. Policy methods tried with a session
 //! token get `Unauthorized`.
 
-use std::process::Command;
-
 use serde_json::json;
 
 use super::*;
@@ -94,12 +92,7 @@ async fn every_method_without_its_grant_is_denied_and_audited() {
     assert!(!gw.workspace.join("written.txt").exists());
 
     drop(gw);
-    let out = Command::new(axp())
-        .args(["audit", "tail", "--json", "--lines", "1000", "--kind", "capability.denied", "--state-dir"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&out.stdout);
+    let out = audit_json(&state, &["--lines", "1000", "--kind", "capability.denied"]);
     assert_eq!(out.lines().count(), denials, "one audit record per denial:\n{out}");
     for m in ["tool(files__read_file)", "tool(files__run_command)", "proc.spawn", "net.connect(example.com)"] {
         assert!(out.contains(m), "{m} not audited:\n{out}");

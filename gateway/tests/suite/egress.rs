@@ -288,14 +288,11 @@ impl Lab {
     async fn attempts_of(&self, session: &str, done: impl Fn(&[serde_json::Value]) -> bool) -> Vec<serde_json::Value> {
         let mut records = Vec::new();
         for _ in 0..100 {
-            let mut tail = std::process::Command::new(axp());
-            tail.args(["audit", "tail", "--json", "--kind", "net.attempt", "-n", "1000"]);
+            let mut args = vec!["--kind", "net.attempt", "-n", "1000"];
             if !session.is_empty() {
-                tail.args(["--session", session]);
+                args.extend(["--session", session]);
             }
-            let tail = tail.arg("--state-dir").arg(&self.state).output().unwrap();
-            records =
-                String::from_utf8_lossy(&tail.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+            records = audit_json(&self.state, &args).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
             if done(&records) {
                 break;
             }

@@ -274,3 +274,15 @@ pub async fn egress_audit_containing(state: &Path, needle: &str) -> String {
     }
     audit
 }
+
+/// `axp audit tail --json ARGS… --state-dir STATE`: the records, one JSON object per line.
+pub fn audit_json(state: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(axp())
+        .args(["audit", "tail", "--json"])
+        .args(args)
+        .arg("--state-dir")
+        .arg(state)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -105,12 +105,7 @@ capabilities = ["tool(*)", "proc.spawn"]
 
     // Every open names its operator in the audit log.
     drop(gw);
-    let out = Command::new(axp())
-        .args(["audit", "tail", "--json", "--kind", "session.open", "--state-dir"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&out.stdout);
+    let out = audit_json(&state, &["--kind", "session.open"]);
     assert!(out.contains("\"operator\":\"ci\"") && out.contains("\"operator\":\"admin\""), "{out}");
     assert!(out.contains("\"via\":\"mcp\""), "MCP initialize opens are audited too: {out}");
 }

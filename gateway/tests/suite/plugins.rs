@@ -332,12 +332,8 @@ async fn wasm_http_goes_through_the_egress_proxy_with_the_manifest_allowlist() {
     // The plugin has a proxy of its own, and the hash-chained audit log names it.
     let mut records: Vec<Value> = Vec::new();
     for _ in 0..100 {
-        let tail = std::process::Command::new(axp())
-            .args(["audit", "tail", "--json", "--kind", "net.attempt", "-n", "1000", "--state-dir"])
-            .arg(&state)
-            .output()
-            .unwrap();
-        records = String::from_utf8_lossy(&tail.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let tail = audit_json(&state, &["--kind", "net.attempt", "-n", "1000"]);
+        records = tail.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
         if records.iter().any(|r| r["detail"]["provider"] == "hello" && r["detail"]["decision"] == "allow") {
             break;
         }
