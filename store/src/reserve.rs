@@ -95,6 +95,8 @@ impl Reserve {
 }
 
 fn run(shared: &Shared) {
+    // Shard directories this thread made or found, so each costs one `mkdir` per run, not one per id.
+    let mut dirs = std::collections::HashSet::new();
     loop {
         let need = {
             let mut s = lock(&shared.state);
@@ -115,7 +117,7 @@ fn run(shared: &Shared) {
         let mut made = Vec::with_capacity(ids.len());
         if listed.is_ok() {
             for id in ids {
-                if create(&shared.jobs_dir, &id).is_ok() {
+                if create(&shared.jobs_dir, &id, &mut dirs).is_ok() {
                     made.push(id);
                 }
             }
@@ -131,13 +133,24 @@ fn run(shared: &Shared) {
     }
 }
 
-fn create(jobs_dir: &Path, id: &str) -> Result<()> {
+fn create(jobs_dir: &Path, id: &str, dirs: &mut std::collections::HashSet<PathBuf>) -> Result<()> {
     let path = data_path(jobs_dir, id)?;
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = path.parent()
+        && !dirs.contains(dir)
+    {
         create_private_dir(dir)?;
+        dirs.insert(dir.to_path_buf());
     }
-    OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).map_err(|e| StoreError::io(&path, e))?;
-    Ok(())
+    match OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            // A shard removed under us is made again next time.
+            if let Some(dir) = path.parent() {
+                dirs.remove(dir);
+            }
+            Err(StoreError::io(&path, e))
+        }
+    }
 }
 
 fn write_list<'a>(jobs_dir: &Path, ids: impl Iterator<Item = &'a String>) -> Result<()> {
