@@ -126,7 +126,9 @@ fn run(shared: &Shared) {
             // The disk refuses (full, read-only): stop trying until someone takes an id; callers
             // fall back to creating their log file themselves, which reports the error.
             let s = lock(&shared.state);
-            let _unused = shared.wake.wait(s);
+            if !s.stop {
+                let _unused = shared.wake.wait(s);
+            }
             continue;
         }
         lock(&shared.state).ready.extend(made);
