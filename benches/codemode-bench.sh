@@ -22,36 +22,12 @@ EVERYTHING=$ROOT/tests/fixtures/node_modules/@modelcontextprotocol/server-everyt
 [ -x "$AXP" ] || { echo "no gateway binary at $AXP; hint: cargo build --release -p axp-gateway (or set AXP=...)" >&2; exit 1; }
 [ -f "$EVERYTHING" ] || { echo "server-everything is not installed at $EVERYTHING; hint: scripts/install-test-deps.sh" >&2; exit 1; }
 
-WORK=$(mktemp -d /tmp/axp-codemode-bench.XXXXXX)
-mkdir -p "$WORK/state" "$WORK/ws"
-GW_PID=
-cleanup() {
-  set +e
-  if [ -n "$GW_PID" ]; then
-    kill -TERM "$GW_PID" 2>/dev/null
-    for _ in $(seq 50); do kill -0 "$GW_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$GW_PID" 2>/dev/null
-    wait "$GW_PID" 2>/dev/null
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
+. "$HERE/lib.sh"
+bench_workdir axp-codemode-bench
 cat >"$WORK/fleet.json" <<JSON
 {"mcpServers": {"everything": {"command": "node", "args": ["$EVERYTHING"]}}}
 JSON
-setsid "$AXP" serve --listen 127.0.0.1:0 --state-dir "$WORK/state" --workspace "$WORK/ws" \
-  --mcp-config "$WORK/fleet.json" </dev/null >"$WORK/axp.out" 2>"$WORK/axp.err" &
-GW_PID=$!
-URL=
-for _ in $(seq 600); do
-  URL=$(sed -n 's|.* on \(http://127\.0\.0\.1:[0-9]*/axp\).*|\1|p' "$WORK/axp.err" | head -1)
-  [ -n "$URL" ] && break
-  kill -0 "$GW_PID" 2>/dev/null || { echo "the gateway exited:" >&2; cat "$WORK/axp.err" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$URL" ] || { echo "the gateway did not start within 60 s:" >&2; cat "$WORK/axp.err" >&2; exit 1; }
+start_gateway --mcp-config "$WORK/fleet.json"
 echo "gateway: $AXP at $URL; $(nproc) CPUs; load before:$(uptime | sed 's/.*load average//')"
 python3 "$HERE/codemode-bench.py" "$URL" "${CALLS:-100}" "${ROUNDS:-3}"
 echo "load after:$(uptime | sed 's/.*load average//')"

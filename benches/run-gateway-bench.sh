@@ -26,27 +26,8 @@ CARGO_TARGET_DIR=${BENCH_TARGET_DIR:-$ROOT/target-bench} \
   cargo build --release -q --manifest-path "$HERE/gateway-bench/Cargo.toml"
 BENCH=${BENCH_TARGET_DIR:-$ROOT/target-bench}/release/gateway-bench
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/axp-gateway-bench.XXXXXX")
-mkdir -p "$WORK/state" "$WORK/ws"
-GW_PID=
-PERF_PID=
-KIDS=
-cleanup() {
-  set +e
-  [ -n "$PERF_PID" ] && kill -INT "$PERF_PID" 2>/dev/null && wait "$PERF_PID" 2>/dev/null
-  if [ -n "$GW_PID" ]; then
-    # The gateway stops its MCP servers on SIGTERM; whatever is left after 5 s is killed, by
-    # process group (it runs in its own) and by the pids we saw it start.
-    kill -TERM "$GW_PID" 2>/dev/null
-    for _ in $(seq 50); do kill -0 "$GW_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$GW_PID" 2>/dev/null
-    for k in $KIDS; do kill -KILL "$k" 2>/dev/null; done
-    wait "$GW_PID" 2>/dev/null
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. "$HERE/lib.sh"
+bench_workdir axp-gateway-bench
 
 cat >"$WORK/fleet.json" <<JSON
 {"mcpServers": {"everything": {"command": "node", "args": ["$EVERYTHING"]}}}
@@ -57,18 +38,7 @@ descendants() { local p; for p in $(pgrep -P "$1" || true); do echo "$p"; descen
 : >"$WORK/axp.toml"
 if [ -n "${AUDIT_SYNC:-}" ]; then printf '[audit]\nsync = "%s"\n' "$AUDIT_SYNC" >"$WORK/axp.toml"; fi
 
-# setsid: the gateway leads its own process group, so cleanup can reach all of it at once.
-setsid "$AXP" serve --listen 127.0.0.1:0 --state-dir "$WORK/state" --workspace "$WORK/ws" \
-  --config "$WORK/axp.toml" --mcp-config "$WORK/fleet.json" </dev/null >"$WORK/axp.out" 2>"$WORK/axp.err" &
-GW_PID=$!
-URL=
-for _ in $(seq 600); do
-  URL=$(sed -n 's|.* on \(http://127\.0\.0\.1:[0-9]*/axp\).*|\1|p' "$WORK/axp.err" | head -1)
-  [ -n "$URL" ] && break
-  kill -0 "$GW_PID" 2>/dev/null || { echo "the gateway exited:" >&2; cat "$WORK/axp.err" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$URL" ] || { echo "the gateway did not start within 60 s:" >&2; cat "$WORK/axp.err" >&2; exit 1; }
+start_gateway --config "$WORK/axp.toml" --mcp-config "$WORK/fleet.json"
 KIDS=$(descendants "$GW_PID")
 
 echo "gateway: $AXP (pid $GW_PID) at $URL; MCP server: node $(node --version) server-everything $(sed -n 's/.*"version": "\(.*\)".*/\1/p' "$(dirname "$EVERYTHING")/../package.json" | head -1)"

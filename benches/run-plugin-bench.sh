@@ -25,34 +25,11 @@ if [ "${IN_PROCESS:-1}" = 1 ]; then
 fi
 
 [ -x "$AXP" ] || { echo "no release gateway at $AXP; hint: cargo build --release -p axp-gateway (or set AXP=...)" >&2; exit 1; }
-WORK=$(mktemp -d /tmp/axp-plugin-bench.XXXXXX)
-GW_PID=
-cleanup() {
-  set +e
-  if [ -n "$GW_PID" ]; then
-    kill -TERM "$GW_PID" 2>/dev/null
-    for _ in $(seq 50); do kill -0 "$GW_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$GW_PID" 2>/dev/null
-    wait "$GW_PID" 2>/dev/null
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-mkdir -p "$WORK/ws"
+. "$HERE/lib.sh"
+bench_workdir axp-plugin-bench
 "$AXP" provider add "$DIST/hello" --state-dir "$WORK/state" >/dev/null 2>&1
 "$AXP" provider add "$DIST/hello-native" --state-dir "$WORK/state" >/dev/null 2>&1
-setsid "$AXP" serve --no-builtin --listen 127.0.0.1:0 --state-dir "$WORK/state" --workspace "$WORK/ws" \
-  </dev/null >/dev/null 2>"$WORK/axp.err" &
-GW_PID=$!
-URL=
-for _ in $(seq 300); do
-  URL=$(sed -n 's|.* on \(http://127\.0\.0\.1:[0-9]*/axp\).*|\1|p' "$WORK/axp.err" | head -1)
-  [ -n "$URL" ] && break
-  kill -0 "$GW_PID" 2>/dev/null || { cat "$WORK/axp.err" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$URL" ] || { echo "the gateway did not start" >&2; cat "$WORK/axp.err" >&2; exit 1; }
+start_gateway --no-builtin
 
 echo "== through axp serve over HTTP ($N calls per row, rows interleaved in rounds; load:$(uptime | sed 's/.*load average//'))"
 python3 - "$URL" "$N" <<'PY'
