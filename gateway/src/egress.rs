@@ -122,9 +122,12 @@ fn stop_owner(owners: &Owners, scope: &NetScope) -> bool {
     owner.stop.cancel();
     // The instances remove their sockets once their tasks see the cancellation; remove them
     // now as well, so nothing can connect in between (a stopped session is never restarted,
-    // so no later instance can own the same path).
+    // so no later instance can own the same path). Their JSON-lines attempt logs go too: every
+    // attempt is also in the hash-chained audit log (the observer appends it as it happens), and one
+    // file per session that ever used the network would otherwise pile up in the state dir.
     for sock in owner.sockets.values() {
         let _ = std::fs::remove_file(sock);
+        let _ = std::fs::remove_file(sock.with_extension("jsonl"));
     }
     true
 }

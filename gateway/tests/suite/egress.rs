@@ -375,7 +375,13 @@ async fn each_session_has_its_own_proxy_budget_and_audit_trail_and_loses_it_at_c
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         left = lab.session_sockets();
     }
-    assert_eq!(left.into_iter().collect::<Vec<_>>(), vec![b_socket], "only B's proxy should remain");
+    assert_eq!(left.into_iter().collect::<Vec<_>>(), vec![b_socket.clone()], "only B's proxy should remain");
+    // A's JSON-lines attempt log went with it (its records are in the hash-chained log, above);
+    // B's is still written.
+    for sock in &a_sockets {
+        assert!(!sock.with_extension("jsonl").exists(), "{} should be gone", sock.display());
+    }
+    assert!(b_socket.with_extension("jsonl").exists());
     let out = run(&mut b, &fetch("again")).await;
     assert!(out.contains("again=200:"), "{out}");
 }
