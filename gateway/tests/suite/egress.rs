@@ -44,8 +44,7 @@ except OSError as e:
     print('udp-dns=blocked')
 ""#
     );
-    let job = s.ok("job.start", json!({"command": ["sh", "-c", script]})).await;
-    let out = stdout_of(&s.events(job["job_id"].as_str().unwrap(), 0).await);
+    let out = run(&mut s, &script).await;
     assert!(out.contains("proxy=http://127.0.0.1:3128"), "{out}");
     assert!(out.contains("ungranted=403"), "{out}");
     assert!(out.contains("ip-literal=403"), "{out}");
@@ -160,8 +159,7 @@ out = subprocess.run(['python3', '-c', 'import urllib.request; print(\'relay=\' 
 print(out.stdout.strip() or 'relay-failed: ' + out.stderr.strip()[-200:])
 ""#
     );
-    let job = s.ok("job.start", json!({"command": ["sh", "-c", script]})).await;
-    let out = stdout_of(&s.events(job["job_id"].as_str().unwrap(), 0).await);
+    let out = run(&mut s, &script).await;
     assert!(out.contains("hello from upstream\n"), "{out}");
     assert!(out.contains("other=403"), "{out}");
     assert!(out.contains("direct=blocked"), "{out}");

@@ -203,13 +203,7 @@ async fn list_changed_is_forwarded_and_the_index_refreshes() {
     let wrong = json!({"wrong": {"command": need(repo().join(".venv-wrong/bin/mcp-server-everything-wrong"))}});
     let gw = gateway().fleet(&write_fleet(tmp.path(), wrong)).start();
     let mut c = Rpc::new(&gw.url);
-    let init = reqwest::Client::new()
-        .post(&gw.url)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
-        .send()
-        .await
-        .unwrap();
-    let sid = init.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let sid = mcp_initialize(&gw.url).await;
     let before =
         c.ok("axp.describe", json!({"name": "wrong__greet"})).await["description"].as_str().unwrap().to_string();
     // A standing notification stream for this MCP session.

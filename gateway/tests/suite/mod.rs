@@ -286,3 +286,14 @@ pub fn audit_json(state: &Path, args: &[&str]) -> String {
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// An MCP `initialize` over HTTP, as a plain MCP client sends it; returns the `Mcp-Session-Id`.
+pub async fn mcp_initialize(url: &str) -> String {
+    let init = reqwest::Client::new()
+        .post(url)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        .send()
+        .await
+        .unwrap();
+    init.headers()["mcp-session-id"].to_str().unwrap().to_string()
+}

@@ -37,13 +37,7 @@ fn text(o: &Output) -> (String, String) {
 type Notes = futures::stream::BoxStream<'static, reqwest::Result<Vec<u8>>>;
 
 async fn mcp_session(gw: &Gw) -> (String, Notes) {
-    let init = reqwest::Client::new()
-        .post(&gw.url)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
-        .send()
-        .await
-        .unwrap();
-    let sid = init.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let sid = mcp_initialize(&gw.url).await;
     let stream = reqwest::Client::new()
         .get(&gw.url)
         .header("Mcp-Session-Id", &sid)
