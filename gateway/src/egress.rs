@@ -655,4 +655,48 @@ mod tests {
         assert!(long.len() < 40, "{long}");
         assert!(long.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'), "{long}");
     }
+
+    /// `socket_for` with `exe` as the proxy: the error, and how long it took.
+    async fn start_with(exe: &std::path::Path) -> (String, Duration) {
+        let exe = exe.to_path_buf();
+        // As the gateway calls it: from a task on the runtime.
+        tokio::spawn(async move { start_blocking(&exe) }).await.unwrap()
+    }
+
+    fn start_blocking(exe: &std::path::Path) -> (String, Duration) {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = EgressOptions { proxy_exe: Some(exe.to_path_buf()), ..EgressOptions::default() };
+        let egress = Egress::with_options(tmp.path().join("egress"), options);
+        let began = Instant::now();
+        let err = egress.socket_for(&NetScope::Shared, &["api.example.test".into()]).unwrap_err();
+        (err, began.elapsed())
+    }
+
+    fn script(dir: &std::path::Path, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.join("proxy.sh");
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    /// A proxy that cannot start, dies at start, or answers nonsense is reported at once with
+    /// what went wrong, not after a timeout.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_child_that_cannot_start_or_breaks_the_protocol_is_a_clear_error_not_a_hang() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (err, took) = start_with(&tmp.path().join("missing")).await;
+        assert!(err.starts_with("cannot start the egress proxy: cannot run `") && err.contains("No such file"), "{err}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+
+        let dies = script(tmp.path(), "read start; echo 'axp __egress-proxy: error: no luck today' >&2; exit 2");
+        let (err, took) = start_with(&dies).await;
+        assert!(err.contains("the egress proxy exited (exit status: 2): axp __egress-proxy: error: no luck today"), "{err}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+
+        let babbles = script(tmp.path(), "read start; echo 'this is not an event'; sleep 30");
+        let (err, took) = start_with(&babbles).await;
+        assert!(err.contains("the egress proxy sent a malformed line ("), "{err}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+    }
 }
