@@ -72,7 +72,7 @@ async fn start_child(exe: &Path, dir: &Path, dns: &str, key: &str, seen: Arc<Ato
     tokio::spawn(async move {
         while let Ok(Some(line)) = lines.next_line().await {
             if let Ok(Event::Attempt(w)) = serde_json::from_str::<Event>(&line) {
-                let _record: AuditRecord = w.into_record();
+                let _record: AuditRecord = (*w).into_record();
                 seen.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -112,7 +112,7 @@ pub enum Event {
         error: String,
     },
     /// One connection attempt.
-    Attempt(WireRecord),
+    Attempt(Box<WireRecord>),
 }
 
 /// An [`AuditRecord`] on the wire (owned strings, so the gateway can read it).
@@ -399,7 +399,11 @@ async fn bind(
 ) -> Result<Proxy, String> {
     for p in [&l.socket, &l.audit] {
         if !inside(&start.dir, p) {
-            return Err(format!("`{}` is not directly inside the egress directory {}", p.display(), start.dir.display()));
+            return Err(format!(
+                "`{}` is not directly inside the egress directory {}",
+                p.display(),
+                start.dir.display()
+            ));
         }
     }
     let allow = l
@@ -409,7 +413,7 @@ async fn bind(
         .collect::<Result<Vec<_>, _>>()?;
     let events = events.clone();
     let observer = Observer(Arc::new(move |r: &AuditRecord| {
-        let _ = events.send(Event::Attempt(WireRecord::from(r)));
+        let _ = events.send(Event::Attempt(Box::new(WireRecord::from(r))));
     }));
     let cfg = ProxyConfig {
         listen_unix: vec![l.socket.clone()],
@@ -463,9 +467,9 @@ mod tests {
             bytes_up: 5,
             ..AuditRecord::default()
         };
-        let wire = serde_json::to_string(&Event::Attempt(WireRecord::from(&r))).unwrap();
+        let wire = serde_json::to_string(&Event::Attempt(Box::new(WireRecord::from(&r)))).unwrap();
         let Event::Attempt(back) = serde_json::from_str::<Event>(&wire).unwrap() else { panic!("{wire}") };
-        let back = back.into_record();
+        let back = (*back).into_record();
         assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::to_value(&r).unwrap());
         // (One test: the cap below is process-wide.)
         let odd = WireRecord { decision: "x".repeat(100), reason: "a b".into(), ..WireRecord::default() }.into_record();

@@ -89,10 +89,13 @@ pub type AttemptSink = Arc<dyn Fn(&NetScope, &AuditRecord) + Send + Sync>;
 /// before a session's proxy starts.
 pub type SessionExpiry = Arc<dyn Fn(&str) -> Option<u64> + Send + Sync>;
 
+/// Who waits for a `listen` to be answered.
+type Reply = oneshot::Sender<Result<(), String>>;
+
 /// A `listen` for an owner's supervisor, answered once the child has bound the socket.
 struct ListenReq {
     listen: Listen,
-    reply: oneshot::Sender<Result<(), String>>,
+    reply: Reply,
 }
 
 /// One owner's proxy, as the gateway sees it.
@@ -399,7 +402,7 @@ struct Supervisor {
     /// Acknowledged listeners by key, restored on every restart.
     listeners: BTreeMap<String, Listen>,
     /// Sent or to be sent, not yet answered: key → (listen, who waits).
-    pending: HashMap<String, (Listen, Vec<oneshot::Sender<Result<(), String>>>)>,
+    pending: HashMap<String, (Listen, Vec<Reply>)>,
 }
 
 async fn send(stdin: &mut ChildStdin, c: &Control) -> std::io::Result<()> {
@@ -504,7 +507,7 @@ impl Supervisor {
             Event::Attempt(w) => {
                 self.start.bytes_used = self.start.bytes_used.saturating_add(w.bytes_up).saturating_add(w.bytes_down);
                 if let Some(sink) = &self.sink {
-                    sink(&self.scope, &w.into_record());
+                    sink(&self.scope, &(*w).into_record());
                 }
             }
         }
@@ -531,7 +534,8 @@ impl Supervisor {
             Ok(c) => c,
             Err(e) => return Ended::Died(format!("cannot run `{} {CHILD_ARG}`: {e}", self.exe.display())),
         };
-        let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Ended::Died("the egress proxy was started without pipes".into());
         };
@@ -612,12 +616,7 @@ impl Supervisor {
     /// Closes the child's stdin (it stops its listeners, which cuts their connections and
     /// removes their sockets), relays the attempts it still reports, and kills it if it takes
     /// longer than [`STOP_GRACE`].
-    async fn stop_child(
-        &mut self,
-        mut child: Child,
-        stdin: ChildStdin,
-        out: &mut FramedRead<ChildStdout, LinesCodec>,
-    ) {
+    async fn stop_child(&mut self, mut child: Child, stdin: ChildStdin, out: &mut FramedRead<ChildStdout, LinesCodec>) {
         drop(stdin);
         let drain = async {
             while let Some(Ok(line)) = out.next().await {
@@ -686,12 +685,18 @@ mod tests {
     async fn a_child_that_cannot_start_or_breaks_the_protocol_is_a_clear_error_not_a_hang() {
         let tmp = tempfile::tempdir().unwrap();
         let (err, took) = start_with(&tmp.path().join("missing")).await;
-        assert!(err.starts_with("cannot start the egress proxy: cannot run `") && err.contains("No such file"), "{err}");
+        assert!(
+            err.starts_with("cannot start the egress proxy: cannot run `") && err.contains("No such file"),
+            "{err}"
+        );
         assert!(took < Duration::from_secs(5), "{took:?}");
 
         let dies = script(tmp.path(), "read start; echo 'axp __egress-proxy: error: no luck today' >&2; exit 2");
         let (err, took) = start_with(&dies).await;
-        assert!(err.contains("the egress proxy exited (exit status: 2): axp __egress-proxy: error: no luck today"), "{err}");
+        assert!(
+            err.contains("the egress proxy exited (exit status: 2): axp __egress-proxy: error: no luck today"),
+            "{err}"
+        );
         assert!(took < Duration::from_secs(5), "{took:?}");
 
         let babbles = script(tmp.path(), "read start; echo 'this is not an event'; sleep 30");

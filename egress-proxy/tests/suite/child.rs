@@ -22,8 +22,28 @@ struct Proc {
 
 impl Proc {
     fn spawn() -> Proc {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_axp-egress-proxy"))
-            .arg(CHILD_ARG)
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_axp-egress-proxy"));
+        cmd.arg(CHILD_ARG);
+        Self::spawn_cmd(cmd)
+    }
+
+    /// As [`Proc::spawn`], with `path` open for reading on an inherited descriptor (as a parent
+    /// that leaked one would hand it on): python opens it inheritable and execs the child.
+    fn spawn_leaking(path: &Path) -> Proc {
+        let mut cmd = tokio::process::Command::new("python3");
+        cmd.args([
+            "-c",
+            "import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.set_inheritable(fd, True); \
+             os.execve(sys.argv[2], [sys.argv[2], sys.argv[3]], {})",
+        ])
+        .arg(path)
+        .arg(env!("CARGO_BIN_EXE_axp-egress-proxy"))
+        .arg(CHILD_ARG);
+        Self::spawn_cmd(cmd)
+    }
+
+    fn spawn_cmd(mut cmd: tokio::process::Command) -> Proc {
+        let mut child = cmd
             .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -100,6 +120,12 @@ async fn ask(sock: &Path, head: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+fn elsewhere_file() -> tempfile::NamedTempFile {
+    let f = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(f.path(), "the parent's secret").unwrap();
+    f
+}
+
 fn get(host: &str, port: u16) -> String {
     format!("GET http://{host}:{port}/ HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n")
 }
@@ -111,9 +137,14 @@ async fn a_child_serves_acknowledged_listeners_reports_each_attempt_and_cleans_u
     let port = up.addr.port();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().canonicalize().unwrap();
-    let mut p = Proc::spawn();
+    // Its parent leaked a descriptor on a file outside its directory; the child closes it.
+    let leaked = elsewhere_file();
+    let mut p = Proc::spawn_leaking(leaked.path());
     p.send(&start(&dir, &dns, None, 0)).await;
     let Event::Ready { pid, confinement } = p.event().await else { panic!("no ready event") };
+    // (At least that one: a test harness leaks some of its own too.)
+    let closed: usize = confinement.rsplit("; ").next().unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!(closed >= 1, "{confinement}");
     assert_eq!(Some(pid), p.child.id());
     // This host (Landlock ABI >= 6, seccomp) confines the child fully; a weaker host says so here.
     assert!(confinement.starts_with("landlock fully enforced"), "{confinement}");
@@ -167,6 +198,7 @@ async fn a_child_serves_acknowledged_listeners_reports_each_attempt_and_cleans_u
         let to = to.to_string_lossy().into_owned();
         let kernel_object = ["pipe:", "socket:", "anon_inode:", "/dev/null"].iter().any(|k| to.starts_with(k));
         assert!(kernel_object || to.starts_with(&*dir.to_string_lossy()), "fd {:?} -> {to}", fd.file_name());
+        assert!(!to.starts_with(&*leaked.path().to_string_lossy()), "the leaked descriptor survived");
     }
 
     // Stdin closes: the child stops its listeners, removes their sockets and exits 0; the
@@ -202,12 +234,14 @@ async fn a_malformed_or_foreign_control_line_is_a_clear_error_not_a_hang() {
     let tmp = tempfile::tempdir().unwrap();
     let cases: Vec<(String, &str)> = vec![
         ("hello".into(), "malformed control line ("),
-        (serde_json::to_string(&listen(tmp.path(), "a", &["a.test"])).unwrap(), "the first control line must be `start`"),
         (
-            serde_json::to_string(&start(tmp.path(), &dns, None, 0)).unwrap().replace(
-                &format!("\"version\":{PROTOCOL_VERSION}"),
-                "\"version\":99",
-            ),
+            serde_json::to_string(&listen(tmp.path(), "a", &["a.test"])).unwrap(),
+            "the first control line must be `start`",
+        ),
+        (
+            serde_json::to_string(&start(tmp.path(), &dns, None, 0))
+                .unwrap()
+                .replace(&format!("\"version\":{PROTOCOL_VERSION}"), "\"version\":99"),
             "control protocol version 99, this build speaks 1",
         ),
         (

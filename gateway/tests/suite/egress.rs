@@ -556,12 +556,15 @@ fn listening_inode(path: &std::path::Path) -> Option<String> {
 /// Where the descriptors of process `pid` point.
 fn fd_targets(pid: u32) -> Vec<String> {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.flatten().filter_map(|e| std::fs::read_link(e.path()).ok()).map(|t| t.display().to_string()).collect())
+        .map(|d| {
+            d.flatten().filter_map(|e| std::fs::read_link(e.path()).ok()).map(|t| t.display().to_string()).collect()
+        })
         .unwrap_or_default()
 }
 
 fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.rsplit(") ").next().unwrap_or("").starts_with('Z'))
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s.rsplit(") ").next().unwrap_or("").starts_with('Z'))
 }
 
 /// Polls `cond` every 50 ms for up to 5 s.
@@ -657,7 +660,8 @@ async fn a_killed_proxy_is_restarted_on_its_socket_and_the_sessions_next_request
     .await;
     assert!(restarted, "no new proxy listens on {}: {:?}", sock.display(), proxy_children(gw_pid));
     let out = run(&mut s, &fetch("two")).await;
-    let two: u64 = out.split("two=200:").nth(1).and_then(|r| r.lines().next()).unwrap_or_else(|| panic!("{out}")).parse().unwrap();
+    let two: u64 =
+        out.split("two=200:").nth(1).and_then(|r| r.lines().next()).unwrap_or_else(|| panic!("{out}")).parse().unwrap();
     assert!(two < 2000, "the restarted proxy should go on from the spent budget and cut this download: {out}");
     assert_eq!(lab.session_sockets().into_iter().collect::<Vec<_>>(), vec![sock]);
     let recs = lab.attempts_of(&id, |r| r.len() >= 2).await;
@@ -673,7 +677,10 @@ async fn the_proxies_die_with_a_killed_gateway() {
     let mut lab = Lab::start("hello from upstream", "").await;
     let gw_pid = lab.gw.child.id();
     let mut s = lab.session().await;
-    assert_eq!(run(&mut s, &format!("curl -s -m 5 http://api.allowed.test:{}/", lab.port)).await, "hello from upstream");
+    assert_eq!(
+        run(&mut s, &format!("curl -s -m 5 http://api.allowed.test:{}/", lab.port)).await,
+        "hello from upstream"
+    );
     let children = proxy_children(gw_pid);
     assert_eq!(children.len(), 1, "{children:?}");
     lab.gw.child.kill().unwrap();
