@@ -8,6 +8,12 @@
 //! MCP proxying, and reports CPU time per call of the client, the gateway and the MCP server
 //! from /proc.
 //!
+//! The same run also measures a floor: this binary re-run as `--relay`, a minimal axum server
+//! that forwards each JSON-RPC body to its own server-everything over stdio and returns the
+//! answer (ids rewritten, nothing else: no sessions, jobs, logs, audit or sandbox). What it adds
+//! over direct stdio is the least any HTTP → stdio MCP gateway on this HTTP stack pays on this
+//! machine: one more process hop and an HTTP round trip.
+//!
 //! It must not start the gateway (run-gateway-bench.sh does, and cleans it up) and must not
 //! assert on timings: it reports figures, it never fails on them. It fails only when a call
 //! returns something other than the echoed message.
@@ -37,8 +43,8 @@ struct Args {
     everything: PathBuf,
     /// The running gateway's endpoint (`http://127.0.0.1:PORT/axp`); its fleet must mount
     /// server-everything as provider `everything`.
-    #[arg(long)]
-    url: String,
+    #[arg(long, required_unless_present = "relay")]
+    url: Option<String>,
     /// The gateway's pid, for CPU accounting of it and its children (the MCP server).
     #[arg(long)]
     gateway_pid: Option<u32>,
@@ -47,6 +53,13 @@ struct Args {
     /// splits what the gateway adds into the sandbox's share and the gateway's own.
     #[arg(long)]
     sandbox_axp: Option<PathBuf>,
+    /// Run as the floor relay (internal: the bench starts itself this way) and print the
+    /// address it listens on.
+    #[arg(long, hide = true)]
+    relay: bool,
+    /// Skip the floor relay phases.
+    #[arg(long)]
+    no_floor: bool,
     /// Calls in each sequential (1 client) phase.
     #[arg(long, default_value_t = 2000)]
     seq: usize,
@@ -69,6 +82,8 @@ struct Args {
 
 const SANDBOXED_1: &str = "direct stdio, sandboxed, 1 client";
 const SANDBOXED_N: &str = "direct stdio, sandboxed,";
+const FLOOR_1: &str = "floor relay HTTP, 1 client";
+const FLOOR_N: &str = "floor relay HTTP,";
 
 const MESSAGE: &str = "the quick brown fox jumps over the lazy dog";
 const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -142,10 +157,16 @@ impl StdioClient {
         self.tx.send(line).map_err(|_| anyhow!("the MCP server's stdin is closed"))
     }
 
-    async fn request(&self, method: &str, params: Value) -> Result<Value> {
+    /// A fresh request id and the receiver of its answer.
+    fn register(&self) -> (u64, oneshot::Receiver<Value>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
+        (id, rx)
+    }
+
+    async fn request(&self, method: &str, params: Value) -> Result<Value> {
+        let (id, rx) = self.register();
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
         let resp = rx.await.map_err(|_| anyhow!("the MCP server exited before answering `{method}`"))?;
         take_result(resp)
@@ -420,14 +441,81 @@ where
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if args.relay {
+        // Like the gateway: tokio's multi-thread runtime with its default worker count.
+        return tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(relay(args));
+    }
     // One client thread for both paths, so the client's own cost is the same on each and it
     // never takes more than one of the machine's cores from the gateway and the server.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(run(args))
 }
 
+// ---------------------------------------------------------------------------------------------
+// The floor relay.
+// ---------------------------------------------------------------------------------------------
+
+/// Serves `POST /` on a free loopback port: each body is a JSON-RPC request, forwarded to
+/// server-everything under a fresh id, answered with the server's response under the client's
+/// id. Prints the address on stdout once listening.
+async fn relay(args: Args) -> Result<()> {
+    let node = std::ffi::OsStr::new(&args.node);
+    let up = Arc::new(StdioClient::spawn(node, &[args.everything.as_os_str(), "stdio".as_ref()]).await?);
+    up.initialize().await?;
+    let app = axum::Router::new().route("/", axum::routing::post(forward)).with_state(up);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    println!("{}", listener.local_addr()?);
+    axum::serve(listener, app).await?;
+    Ok(())
+}
+
+async fn forward(
+    axum::extract::State(up): axum::extract::State<Arc<StdioClient>>,
+    axum::Json(mut msg): axum::Json<Value>,
+) -> axum::Json<Value> {
+    let client_id = msg.get("id").cloned().unwrap_or(Value::Null);
+    let (id, rx) = up.register();
+    msg["id"] = json!(id);
+    let answer = match up.send(&msg) {
+        Ok(()) => rx.await.ok(),
+        Err(_) => None,
+    };
+    let mut resp = answer.unwrap_or_else(
+        || json!({"jsonrpc": "2.0", "error": {"code": -32603, "message": "the MCP server exited"}}),
+    );
+    resp["id"] = client_id;
+    axum::Json(resp)
+}
+
+/// Starts this binary as the floor relay; returns the child and its URL.
+async fn start_relay(args: &Args) -> Result<(Child, String)> {
+    let me = std::env::current_exe()?;
+    let mut child = Command::new(me)
+        .arg("--relay")
+        .arg("--node")
+        .arg(&args.node)
+        .arg("--everything")
+        .arg(&args.everything)
+        .stdin(ProcStdio::null())
+        .stdout(ProcStdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start the floor relay")?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut line = String::new();
+    tokio::time::timeout(Duration::from_secs(30), BufReader::new(stdout).read_line(&mut line))
+        .await
+        .context("the floor relay did not start within 30 s")??;
+    let addr = line.trim();
+    if addr.is_empty() {
+        bail!("the floor relay exited before listening");
+    }
+    Ok((child, format!("http://{addr}/")))
+}
+
 async fn run(args: Args) -> Result<()> {
     let limit = Duration::from_secs(args.phase_limit_s);
+    let url = args.url.clone().context("--url is required")?;
     let n = args.clients;
 
     // --- (a) direct over stdio --------------------------------------------------------------
@@ -461,6 +549,31 @@ async fn run(args: Args) -> Result<()> {
         }
         None => None,
     };
+    // --- (a'') the floor: a minimal HTTP → stdio relay ---------------------------------------
+    let floor = if args.no_floor {
+        None
+    } else {
+        let (child, relay_url) = start_relay(&args).await?;
+        let mut clients = Vec::new();
+        for _ in 0..n {
+            clients.push(HttpClient::new(&relay_url)?);
+        }
+        for _ in 0..args.warmup {
+            check_echo(&clients[0].request("tools/call", echo_params()).await?)?;
+        }
+        Some((child, clients))
+    };
+    let (floor_child, mut floor_clients) = match floor {
+        Some((child, clients)) => (Some(child), clients),
+        None => (None, Vec::new()),
+    };
+    // The relay is measured like the gateway: its own CPU as "gateway", its server's as "server".
+    let floor_pid = floor_child.as_ref().and_then(Child::id);
+    let floor_call = |mut c: HttpClient| async move {
+        let r = c.request("tools/call", echo_params()).await;
+        let r = r.and_then(|v| check_echo(&v));
+        (c, r)
+    };
     let direct_call = |c: Arc<StdioClient>| async move {
         let r = c.request("tools/call", echo_params()).await;
         let r = r.and_then(|v| check_echo(&v));
@@ -470,7 +583,7 @@ async fn run(args: Args) -> Result<()> {
     // --- (b) through the gateway ------------------------------------------------------------
     let mut gw_clients = Vec::new();
     for _ in 0..n {
-        let mut c = HttpClient::new(&args.url)?;
+        let mut c = HttpClient::new(&url)?;
         c.initialize().await?;
         gw_clients.push(c);
     }
@@ -510,6 +623,14 @@ async fn run(args: Args) -> Result<()> {
         p.cpu = cpu_per_call(before, sample(None, sb_pid), p.calls(), false);
         phases.push(p);
     }
+    if floor_pid.is_some() && !floor_clients.is_empty() {
+        let first = floor_clients.remove(0);
+        let before = sample(floor_pid, None);
+        let (mut p, mut back) = run_phase(FLOOR_1.into(), vec![first], args.seq, limit, floor_call).await?;
+        p.cpu = cpu_per_call(before, sample(floor_pid, None), p.calls(), true);
+        phases.push(p);
+        floor_clients.insert(0, back.remove(0));
+    }
     let _ =
         measure!(format!("direct stdio, {n} in flight"), vec![direct.clone(); n], args.per_client, direct_call, false);
     let gw_clients = measure!(format!("gateway HTTP, {n} clients"), gw_clients, args.per_client, gw_call, true);
@@ -520,6 +641,16 @@ async fn run(args: Args) -> Result<()> {
         let (mut p, _) = run_phase(name, vec![sb.clone(); n], args.per_client, limit, direct_call).await?;
         p.cpu = cpu_per_call(before, sample(None, sb_pid), p.calls(), false);
         phases.push(p);
+    }
+    if floor_pid.is_some() && !floor_clients.is_empty() {
+        let before = sample(floor_pid, None);
+        let clients = std::mem::take(&mut floor_clients);
+        let (mut p, _) = run_phase(format!("{FLOOR_N} {n} clients"), clients, args.per_client, limit, floor_call).await?;
+        p.cpu = cpu_per_call(before, sample(floor_pid, None), p.calls(), true);
+        phases.push(p);
+    }
+    if let Some(mut c) = floor_child {
+        let _ = c.kill().await;
     }
 
     // --- the gateway without the upstream ---------------------------------------------------
@@ -557,7 +688,7 @@ async fn run(args: Args) -> Result<()> {
     };
     let _ = measure!(
         "gateway HTTP, 1 client, no session".into(),
-        vec![HttpClient::new(&args.url)?],
+        vec![HttpClient::new(&url)?],
         args.stateless,
         stateless,
         true
@@ -631,6 +762,15 @@ fn report(phases: &[Phase], n: usize, args: &Args) {
             gs.rate() / ss.rate(),
             gc.pct(0.5) - sc.pct(0.5),
             gc.rate() / sc.rate(),
+        );
+    }
+    if let (Some(fs), Some(fc)) = (by(FLOOR_1), by(&format!("{FLOOR_N} {n} clients"))) {
+        println!(
+            "floor (a minimal axum HTTP -> stdio relay, nothing else): added p50 1 client {:+.3} ms, {n} clients {:.0} calls/s; the gateway over the floor: 1 client {:+.3} ms, {n} clients calls/s x{:.2}",
+            fs.pct(0.5) - ds.pct(0.5),
+            fc.rate(),
+            gs.pct(0.5) - fs.pct(0.5),
+            gc.rate() / fc.rate(),
         );
     }
     let added = gs.pct(0.5) - ds.pct(0.5);
