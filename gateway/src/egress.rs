@@ -284,6 +284,23 @@ impl Egress {
     /// Sets up `scope`'s supervisor (its child starts with the first `listen`). Refused for a
     /// closed or expired session; a session's proxy is stopped at its expiry.
     fn new_owner(&self, scope: &NetScope, handle: &tokio::runtime::Handle) -> Result<Owner, String> {
+        let exe = match &self.options.proxy_exe {
+            Some(p) => p.clone(),
+            None => std::env::current_exe()
+                .map_err(|e| format!("cannot find the axp executable to run the egress proxy: {e}"))?,
+        };
+        let spawner = {
+            let mut s = lock(&self.spawner);
+            match &*s {
+                Some(sp) => sp.clone(),
+                None => {
+                    let sp = Spawner::start(handle.clone())
+                        .map_err(|e| format!("cannot start the egress spawner thread: {e}"))?;
+                    *s = Some(sp.clone());
+                    sp
+                }
+            }
+        };
         let limits = self.options.limits;
         let stop = self.shutdown.child_token();
         let mut max_bytes = None;
@@ -310,23 +327,6 @@ impl Egress {
                 });
             }
         }
-        let exe = match &self.options.proxy_exe {
-            Some(p) => p.clone(),
-            None => std::env::current_exe()
-                .map_err(|e| format!("cannot find the axp executable to run the egress proxy: {e}"))?,
-        };
-        let spawner = {
-            let mut s = lock(&self.spawner);
-            match &*s {
-                Some(sp) => sp.clone(),
-                None => {
-                    let sp = Spawner::start(handle.clone())
-                        .map_err(|e| format!("cannot start the egress spawner thread: {e}"))?;
-                    *s = Some(sp.clone());
-                    sp
-                }
-            }
-        };
         let start = Start {
             version: PROTOCOL_VERSION,
             dir: self.dir.clone(),
