@@ -6,12 +6,13 @@
 //!
 //! Layout: pure, fuzzable modules (`host`, `ipclass`, `policy`, `tls`, `http`, `socks`) hold every
 //! parser and decision; `proxy` owns the sockets and the order of checks; `audit` owns the record
-//! format and counters. This crate must not depend on the gateway: the gateway runs instances
-//! in-process (one per session or provider and allowlist, configured by [`ProxyConfig`], limits
-//! shared through a [`Budget`], records received through an [`Observer`]); the binary
-//! `axp-egress-proxy` runs one standalone.
+//! format and counters; `child` is the process the gateway runs per owner (a session or a
+//! provider) and its control protocol: one [`Proxy`] per allowlist, limits shared through a
+//! [`Budget`], records sent back through an [`Observer`]. This crate must not depend on the
+//! gateway. The binary `axp-egress-proxy` runs one proxy standalone, or a child.
 
 pub mod audit;
+pub mod child;
 pub mod host;
 pub mod http;
 pub mod ipclass;

@@ -115,6 +115,12 @@ impl Budget {
         self.0.bytes_used.load(Ordering::Relaxed)
     }
 
+    /// Counts `n` bytes as already spent: an owner's proxy that is restarted after a crash
+    /// goes on from what its predecessor used rather than from a fresh budget.
+    pub fn spend(&self, n: u64) {
+        self.charge(n);
+    }
+
     /// Takes up to `n` bytes from the budget; returns how many were granted.
     fn charge(&self, n: u64) -> u64 {
         let Some(max) = self.0.max_bytes else {

@@ -1,5 +1,6 @@
 //! The command line (clap derive; doc comments are the help text). One subcommand per file under
-//! `commands/`. Internal entries (`__sandbox-exec`, `__plugin-host`) are dispatched in `main` before clap runs.
+//! `commands/`. Internal entries (`__sandbox-exec`, `__plugin-host`, `__egress-proxy`) are
+//! dispatched in `main` before clap runs.
 
 use std::path::PathBuf;
 

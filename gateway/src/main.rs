@@ -1,6 +1,6 @@
 //! The `axp` binary. `main` first dispatches the hidden internal entries that must run before
-//! any thread exists (`__sandbox-exec`, re-executed by the gateway to confine a process, and
-//! `__plugin-host`, the native plugin helper), then
+//! any thread exists (`__sandbox-exec`, re-executed by the gateway to confine a process;
+//! `__plugin-host`, the native plugin helper; `__egress-proxy`, one owner's egress proxy), then
 //! parses the command line and runs one subcommand on a tokio runtime. Errors are printed as
 //! `error: …` with any `hint:` lines, and map to exit code 2 (could not run).
 
@@ -48,6 +48,10 @@ fn main() -> ExitCode {
     // answers on stdio; it needs neither clap nor a runtime.
     if args.get(1).is_some_and(|a| a == axp_plugin_host::PLUGIN_HOST_ARG) {
         axp_plugin_host::plugin_host_main(args.into_iter().skip(1));
+    }
+    // The per-owner egress proxy child (spawned by `egress`) confines itself before any thread.
+    if args.get(1).is_some_and(|a| a == axp_egress_proxy::child::CHILD_ARG) {
+        std::process::exit(axp_egress_proxy::child::child_main());
     }
     let cli = cli::Cli::parse();
     // Synchronous commands run without a runtime (`audit tail --follow` sleeps between polls).

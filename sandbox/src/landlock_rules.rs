@@ -16,7 +16,7 @@ use landlock::{
 use crate::policy::{NetPolicy, Policy};
 use crate::probe::{MAX_LANDLOCK_ABI, landlock_abi};
 
-fn abi_of(n: u32) -> ABI {
+pub(crate) fn abi_of(n: u32) -> ABI {
     match n {
         1 => ABI::V1,
         2 => ABI::V2,

@@ -13,6 +13,7 @@
 mod cgroup;
 pub mod discover;
 mod exec;
+pub mod harden;
 mod landlock_rules;
 mod mounts;
 mod net;

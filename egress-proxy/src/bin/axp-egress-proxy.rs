@@ -1,7 +1,8 @@
 //! The `axp-egress-proxy` command: parses flags into a [`ProxyConfig`], prints the bound
 //! addresses as one JSON line on stdout (so a supervisor that asked for port 0 learns the port),
-//! and serves until SIGINT or SIGTERM. It owns no policy of its own; every check lives in the
-//! library.
+//! and serves until SIGINT or SIGTERM. Run as `axp-egress-proxy __egress-proxy` it is instead
+//! the gateway's per-owner child (`axp_egress_proxy::child`). It owns no policy of its own;
+//! every check lives in the library.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -129,6 +130,11 @@ fn build(args: Args) -> anyhow::Result<ProxyConfig> {
 }
 
 fn main() -> std::process::ExitCode {
+    // The per-owner child the gateway runs (see `axp_egress_proxy::child`); hidden from --help,
+    // and dispatched before anything else so it can confine itself before any thread starts.
+    if std::env::args_os().nth(1).is_some_and(|a| a == axp_egress_proxy::child::CHILD_ARG) {
+        std::process::exit(axp_egress_proxy::child::child_main());
+    }
     let args = Args::parse();
     let rt = if args.threads <= 1 {
         tokio::runtime::Builder::new_current_thread().enable_all().build()

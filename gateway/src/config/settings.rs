@@ -106,7 +106,7 @@ impl EgressSettings {
             Some(v) => std::time::Duration::from_secs(int_in("idle_timeout_s", v, 86_400)?),
         };
         let limits = crate::egress::EgressLimits { max_connections, max_bytes, idle_timeout };
-        Ok(crate::egress::EgressOptions { resolvers, dangerously_allow_private, limits })
+        Ok(crate::egress::EgressOptions { resolvers, dangerously_allow_private, limits, proxy_exe: None })
     }
 }
 

@@ -522,3 +522,168 @@ fn sandbox_run_allow_net_goes_through_the_proxy() {
     let left: Vec<_> = std::fs::read_dir(&scratch).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(left.is_empty(), "axp sandbox run left {left:?} behind");
 }
+
+/// The egress proxy processes the gateway `gw_pid` runs (its children started as
+/// `axp __egress-proxy`), by pid.
+fn proxy_children(gw_pid: u32) -> Vec<u32> {
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+            let after = stat.rsplit(") ").next().unwrap_or("");
+            let mut f = after.split(' ');
+            let (state, ppid) = (f.next(), f.next().and_then(|p| p.parse::<u32>().ok()));
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            state != Some("Z") && ppid == Some(gw_pid) && String::from_utf8_lossy(&cmdline).contains("__egress-proxy")
+        })
+        .collect();
+    pids.sort();
+    pids
+}
+
+/// The inode of the listening UNIX socket bound at `path` (from `/proc/net/unix`).
+fn listening_inode(path: &std::path::Path) -> Option<String> {
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap();
+    table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // Num RefCount Protocol Flags Type St Inode Path; Flags 00010000 = listening.
+        (f.len() == 8 && f[3] == "00010000" && std::path::Path::new(f[7]) == path).then(|| f[6].to_string())
+    })
+}
+
+/// Where the descriptors of process `pid` point.
+fn fd_targets(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten().filter_map(|e| std::fs::read_link(e.path()).ok()).map(|t| t.display().to_string()).collect()
+        })
+        .unwrap_or_default()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s.rsplit(") ").next().unwrap_or("").starts_with('Z'))
+}
+
+/// Polls `cond` every 50 ms for up to 5 s.
+async fn eventually(cond: impl Fn() -> bool) -> bool {
+    for _ in 0..100 {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    cond()
+}
+
+/// The proxy that parses a session's traffic is a process of its own, not the gateway (which
+/// holds the token signing key): a child of the gateway holds the session's listening socket,
+/// confined (no new privileges, seccomp, no capabilities, none of the gateway's environment or
+/// files, its own process group), one per session, and gone when its session closes.
+#[tokio::test]
+async fn each_sessions_proxy_is_a_confined_process_of_its_own_that_ends_with_the_session() {
+    let lab = Lab::start("hello from upstream", "").await;
+    let gw_pid = lab.gw.child.id();
+    assert!(proxy_children(gw_pid).is_empty(), "no proxy runs before anything uses the network");
+    let (mut a, mut b) = (lab.session().await, lab.session().await);
+    let fetch = format!("curl -s -m 5 http://api.allowed.test:{}/", lab.port);
+    assert_eq!(run(&mut a, &fetch).await, "hello from upstream");
+    let children = proxy_children(gw_pid);
+    assert_eq!(children.len(), 1, "{children:?}");
+    let a_pid = children[0];
+    let a_sock = lab.session_sockets().into_iter().next().unwrap();
+    let inode = format!("socket:[{}]", listening_inode(&a_sock).expect("nothing listens on the session's socket"));
+    assert!(fd_targets(a_pid).contains(&inode), "the child does not hold {inode}: {:?}", fd_targets(a_pid));
+    assert!(!fd_targets(gw_pid).contains(&inode), "the gateway itself holds the proxy's socket");
+
+    let status = std::fs::read_to_string(format!("/proc/{a_pid}/status")).unwrap();
+    for want in ["NoNewPrivs:\t1", "Seccomp:\t2", "CapEff:\t0000000000000000"] {
+        assert!(status.lines().any(|l| l == want), "{want} missing:\n{status}");
+    }
+    assert!(std::fs::read(format!("/proc/{a_pid}/environ")).unwrap().is_empty(), "the gateway's environment leaked");
+    let egress_dir = lab.state.join("egress").canonicalize().unwrap();
+    for t in fd_targets(a_pid) {
+        let file = t.starts_with('/') && t != "/dev/null";
+        assert!(!file || t.starts_with(&*egress_dir.to_string_lossy()), "the child holds {t}");
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{a_pid}/stat")).unwrap();
+    let pgrp = stat.rsplit(") ").next().unwrap().split(' ').nth(2).unwrap().to_string();
+    assert_eq!(pgrp, a_pid.to_string(), "the child should lead its own process group");
+    let logs: Vec<String> = lab.gw.stderr.try_iter().collect();
+    assert!(
+        logs.iter().any(|l| l.contains("egress proxy started") && l.contains("landlock fully enforced")),
+        "{logs:#?}"
+    );
+
+    assert_eq!(run(&mut b, &fetch).await, "hello from upstream");
+    let both = proxy_children(gw_pid);
+    assert_eq!(both.len(), 2, "each session gets its own process: {both:?}");
+    let b_pid = *both.iter().find(|p| **p != a_pid).unwrap();
+
+    a.ok("session.close", json!({})).await;
+    assert!(eventually(|| !alive(a_pid)).await, "session A's proxy outlived its session");
+    assert!(!a_sock.exists());
+    assert!(alive(b_pid), "closing A stopped B's proxy");
+    assert_eq!(run(&mut b, &fetch).await, "hello from upstream");
+}
+
+/// A proxy that dies mid-session (killed here; a crash on hostile input alike) is restarted by
+/// the gateway on the same socket with the same allowlist, so the session's sandbox recovers
+/// without being told; the restart goes on from the session's spent byte budget, and every
+/// attempt is still audited under the session.
+#[tokio::test]
+async fn a_killed_proxy_is_restarted_on_its_socket_and_the_sessions_next_request_works() {
+    let body: &'static str = Box::leak("x".repeat(2000).into_boxed_str());
+    let lab = Lab::start(body, "max_bytes = 3000").await;
+    let gw_pid = lab.gw.child.id();
+    let url = format!("http://api.allowed.test:{}/", lab.port);
+    let fetch = |n: &str| format!("curl -s -m 5 -o /dev/null -w '{n}=%{{http_code}}:%{{size_download}}\\n' {url}\n");
+    let mut s = lab.session().await;
+    let id = session_id(&s);
+    let out = run(&mut s, &fetch("one")).await;
+    assert!(out.contains("one=200:2000\n"), "{out}");
+    let sock = lab.session_sockets().into_iter().next().unwrap();
+    let old = proxy_children(gw_pid);
+    assert_eq!(old.len(), 1, "{old:?}");
+
+    let killed = std::process::Command::new("kill").args(["-KILL", &old[0].to_string()]).status().unwrap();
+    assert!(killed.success());
+    // The gateway starts a new child, which listens on the same path again.
+    let restarted = eventually(|| {
+        let now = proxy_children(gw_pid);
+        now.len() == 1
+            && now[0] != old[0]
+            && listening_inode(&sock).is_some_and(|i| fd_targets(now[0]).contains(&format!("socket:[{i}]")))
+    })
+    .await;
+    assert!(restarted, "no new proxy listens on {}: {:?}", sock.display(), proxy_children(gw_pid));
+    let out = run(&mut s, &fetch("two")).await;
+    let two: u64 =
+        out.split("two=200:").nth(1).and_then(|r| r.lines().next()).unwrap_or_else(|| panic!("{out}")).parse().unwrap();
+    assert!(two < 2000, "the restarted proxy should go on from the spent budget and cut this download: {out}");
+    assert_eq!(lab.session_sockets().into_iter().collect::<Vec<_>>(), vec![sock]);
+    let recs = lab.attempts_of(&id, |r| r.len() >= 2).await;
+    assert_eq!(recs.len(), 2, "{recs:#?}");
+    assert!(recs.iter().all(|r| r["detail"]["decision"] == "allow" && r["session"] == id.as_str()), "{recs:#?}");
+    let logs: Vec<String> = lab.gw.stderr.try_iter().collect();
+    assert!(logs.iter().any(|l| l.contains("the egress proxy died; restarting it on its sockets")), "{logs:#?}");
+}
+
+/// The proxies die with the gateway, even when it is killed and cannot stop them.
+#[tokio::test]
+async fn the_proxies_die_with_a_killed_gateway() {
+    let mut lab = Lab::start("hello from upstream", "").await;
+    let gw_pid = lab.gw.child.id();
+    let mut s = lab.session().await;
+    assert_eq!(
+        run(&mut s, &format!("curl -s -m 5 http://api.allowed.test:{}/", lab.port)).await,
+        "hello from upstream"
+    );
+    let children = proxy_children(gw_pid);
+    assert_eq!(children.len(), 1, "{children:?}");
+    lab.gw.child.kill().unwrap();
+    lab.gw.child.wait().unwrap();
+    assert!(eventually(|| !alive(children[0])).await, "the proxy outlived its gateway");
+}
