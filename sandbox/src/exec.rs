@@ -374,8 +374,10 @@ fn set_rlimit(res: libc::__rlimit_resource_t, v: Option<u64>, name: &str) -> Res
 }
 
 /// Drops every capability the process holds in its user namespace, for good: bounding set,
-/// ambient set, and securebits so that uid 0 does not regain them on execve.
-fn drop_capabilities() -> Result<(), String> {
+/// ambient set, and (with `lock_securebits`) securebits so that uid 0 does not regain them on
+/// execve — that step needs CAP_SETPCAP, so a helper that may run without it and can never
+/// execve (`harden`) skips it. The effective, permitted and inheritable sets are emptied last.
+pub(crate) fn drop_capabilities(lock_securebits: bool) -> Result<(), String> {
     // SAFETY: prctl/capset with integer arguments and local structs.
     unsafe {
         for cap in 0..64 {
@@ -384,10 +386,12 @@ fn drop_capabilities() -> Result<(), String> {
             }
         }
         libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-        // SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP | SECBIT_KEEP_CAPS off | NO_CAP_AMBIENT_RAISE,
-        // each with its _LOCKED bit.
-        let bits = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80;
-        check(libc::prctl(libc::PR_SET_SECUREBITS, bits) as libc::c_long, || "prctl(PR_SET_SECUREBITS)".into())?;
+        if lock_securebits {
+            // SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP | SECBIT_KEEP_CAPS off | NO_CAP_AMBIENT_RAISE,
+            // each with its _LOCKED bit.
+            let bits = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80;
+            check(libc::prctl(libc::PR_SET_SECUREBITS, bits) as libc::c_long, || "prctl(PR_SET_SECUREBITS)".into())?;
+        }
         #[repr(C)]
         struct Header {
             version: u32,
@@ -458,7 +462,7 @@ fn target(
         libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
     }
 
-    drop_capabilities().map_err(setup)?;
+    drop_capabilities(true).map_err(setup)?;
     // SAFETY: prctl with integer arguments.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(setup(format!("PR_SET_NO_NEW_PRIVS: {}", errno())));

@@ -88,7 +88,9 @@ pub fn confine(policy: &HelperPolicy) -> Result<Confinement, String> {
         let zero = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         libc::setrlimit(libc::RLIMIT_CORE, &zero);
     }
-    let capabilities_dropped = drop_capabilities();
+    // A gateway running as root would otherwise hand its capabilities on. Securebits are left
+    // alone: they need CAP_SETPCAP, and this process can never execve (seccomp, Landlock).
+    let capabilities_dropped = crate::exec::drop_capabilities(false).is_ok();
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(format!("PR_SET_NO_NEW_PRIVS: {}", std::io::Error::last_os_error()));
@@ -100,36 +102,6 @@ pub fn confine(policy: &HelperPolicy) -> Result<Confinement, String> {
         seccompiler::apply_filter(f).map_err(|e| format!("seccomp: {e}"))?;
     }
     Ok(Confinement { capabilities_dropped, landlock, seccomp: true })
-}
-
-/// Drops all capabilities (a gateway running as root would otherwise hand them on). `false`
-/// when the process could not, e.g. lacking CAP_SETPCAP for the bounding set (then the
-/// effective and permitted sets are still emptied where allowed).
-fn drop_capabilities() -> bool {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    // SAFETY: prctl with integer arguments; capset reads the local header and data array.
-    unsafe {
-        for cap in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap) != 0 && *libc::__errno_location() == libc::EINVAL {
-                break;
-            }
-        }
-        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-        let mut h = Header { version: 0x2008_0522, pid: 0 }; // _LINUX_CAPABILITY_VERSION_3
-        let d =
-            [Data { effective: 0, permitted: 0, inheritable: 0 }, Data { effective: 0, permitted: 0, inheritable: 0 }];
-        libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) == 0
-    }
 }
 
 /// Landlock: writes only below `write_dirs`, reads only `read_paths`, no execution anywhere, no
