@@ -568,7 +568,12 @@ impl Session {
                         .map_err(|e| format!("bad value for header `{k}`: {e}"))?;
                     map.insert(name, value);
                 }
-                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+                // Our limits, not the library's defaults: one SSE event and one JSON answer are
+                // held whole while parsed, so a hostile server must not be able to grow them
+                // (tested in gateway/tests/suite/hostile_upstream.rs).
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+                config.max_sse_event_size = sse::MAX_EVENT_BYTES;
+                config.max_json_response_size = sse::MAX_EVENT_BYTES;
                 let transport = StreamableHttpClientTransport::from_config(config);
                 let running = serve_client_with_ct(handler, transport, service_ct.clone())
                     .await

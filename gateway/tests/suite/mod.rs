@@ -9,6 +9,7 @@ pub mod codemode;
 pub mod denials;
 pub mod egress;
 pub mod fleet;
+pub mod hostile_upstream;
 pub mod inspector;
 pub mod jobs;
 pub mod legacy_sse;

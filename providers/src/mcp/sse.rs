@@ -46,7 +46,8 @@ const DRAIN_MAX: usize = 64 * 1024;
 const MAX_REDIRECTS: usize = 10;
 /// Server messages buffered between the GET stream and the rmcp service loop.
 const INBOX: usize = 256;
-/// Largest SSE event accepted (a tool result with images can be large, but not unbounded).
+/// Largest SSE event (or, over Streamable HTTP, JSON answer) accepted from a remote MCP server,
+/// on either HTTP transport: a tool result with images can be large, but not unbounded.
 pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// Why the legacy SSE transport failed.
