@@ -1,8 +1,8 @@
 //! Job ids whose (empty) log file already exists. Creating a file is the most expensive step of
 //! starting a job on ext4 — measured at ~0.5 ms of a tool call's ~1 ms through the gateway, most
-//! of it waiting on the journal, not CPU — so a background thread keeps a few ids ready, each
-//! with its `jobs/XX/ID.jsonl` created, and [`crate::Store::new_job_id`] hands one out without
-//! touching the disk. This file owns that thread, the list of ready ids, and the clean-up of ids
+//! of it ext4's inode allocator skipping recently freed inodes (decision 0005) — so a background
+//! thread keeps a few ids ready, each with its `jobs/XX/ID.jsonl` created, and
+//! [`crate::Store::new_job_id`] hands one out without touching the disk. This file owns that thread, the list of ready ids, and the clean-up of ids
 //! a crashed gateway reserved but never used. It never writes an event and never opens a log for
 //! writing.
 //!
