@@ -35,6 +35,27 @@ async fn infinite_loop_is_stopped_at_its_deadline() {
     assert!(matches!(err, ProviderError::UnknownTool(_)), "{err}");
 }
 
+/// The epoch ticker runs only while a call does: an idle runtime does not wake every 5 ms, and a
+/// call still gets the ticks its deadline needs.
+#[tokio::test]
+async fn the_epoch_ticker_sleeps_while_no_call_runs() {
+    let bytes = std::fs::read(dist("hostile").join("hostile.wasm")).unwrap();
+    let runtime = axp_plugin_host::WasmRuntime::new(limits()).unwrap();
+    let p = WasmProvider::new(&runtime, "hostile", &bytes, WasmGrants::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let idle = runtime.epoch_ticks();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(runtime.epoch_ticks(), idle, "the ticker ran with no call in flight");
+    let err = call(&p, "spin", json!({})).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Timeout { .. }), "{err}");
+    let after = runtime.epoch_ticks();
+    assert!(after > idle + 10, "a spinning call saw only {} ticks", after - idle);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let settled = runtime.epoch_ticks();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(runtime.epoch_ticks(), settled, "the ticker kept running after the call");
+}
+
 #[tokio::test]
 async fn unbounded_allocation_is_stopped_at_its_memory_limit() {
     let p = provider("hostile", WasmGrants::default()).await;
