@@ -223,34 +223,49 @@ impl Proxy {
         if cfg.listen.is_empty() && cfg.listen_unix.is_empty() {
             return Err(ProxyError::NoListener);
         }
-        let mut tcp = Vec::new();
-        for a in &cfg.listen {
-            let l = TcpListener::bind(a).await.map_err(|source| ProxyError::Bind { what: a.to_string(), source })?;
-            tcp.push(l);
-        }
-        let mut unix = Vec::new();
-        for p in &cfg.listen_unix {
-            if let Ok(md) = std::fs::symlink_metadata(p) {
-                use std::os::unix::fs::FileTypeExt;
-                if md.file_type().is_socket() {
-                    let _ = std::fs::remove_file(p);
-                }
-            }
-            let l =
-                UnixListener::bind(p).map_err(|source| ProxyError::Bind { what: p.display().to_string(), source })?;
-            unix.push((l, p.clone()));
-        }
-        let metrics = match cfg.metrics {
-            Some(a) => {
-                Some(TcpListener::bind(a).await.map_err(|source| ProxyError::Bind { what: a.to_string(), source })?)
-            }
-            None => None,
-        };
-        let mut self_addrs: Vec<SocketAddr> = tcp.iter().filter_map(|l| l.local_addr().ok()).collect();
-        self_addrs.extend(metrics.iter().filter_map(|l| l.local_addr().ok()));
+        // What can fail without leaving anything behind comes first; then the listeners, whose
+        // socket files are removed again if a later one cannot be bound.
         let resolver = build_resolver(&cfg.resolvers)?;
         let audit =
             AuditLog::open(cfg.audit.as_deref()).map_err(ProxyError::Audit)?.with_observer(cfg.observer.clone());
+        let mut unix = Vec::new();
+        let listeners = async {
+            let mut tcp = Vec::new();
+            for a in &cfg.listen {
+                let l =
+                    TcpListener::bind(a).await.map_err(|source| ProxyError::Bind { what: a.to_string(), source })?;
+                tcp.push(l);
+            }
+            for p in &cfg.listen_unix {
+                if let Ok(md) = std::fs::symlink_metadata(p) {
+                    use std::os::unix::fs::FileTypeExt;
+                    if md.file_type().is_socket() {
+                        let _ = std::fs::remove_file(p);
+                    }
+                }
+                let l = UnixListener::bind(p)
+                    .map_err(|source| ProxyError::Bind { what: p.display().to_string(), source })?;
+                unix.push((l, p.clone()));
+            }
+            let metrics = match cfg.metrics {
+                Some(a) => Some(
+                    TcpListener::bind(a).await.map_err(|source| ProxyError::Bind { what: a.to_string(), source })?,
+                ),
+                None => None,
+            };
+            Ok::<_, ProxyError>((tcp, metrics))
+        };
+        let (tcp, metrics) = match listeners.await {
+            Ok(l) => l,
+            Err(e) => {
+                for (_, p) in &unix {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(e);
+            }
+        };
+        let mut self_addrs: Vec<SocketAddr> = tcp.iter().filter_map(|l| l.local_addr().ok()).collect();
+        self_addrs.extend(metrics.iter().filter_map(|l| l.local_addr().ok()));
         let budget = cfg.budget.clone().unwrap_or_else(|| Budget::new(cfg.max_connections, cfg.max_bytes));
         Ok(Self {
             tcp,

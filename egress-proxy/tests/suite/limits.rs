@@ -110,3 +110,28 @@ async fn an_idle_tunnel_is_closed() {
     let r = p.record(0).await;
     assert_eq!(r["end"], "idle_timeout", "{r}");
 }
+
+/// A proxy that cannot start leaves no socket file behind: not when its audit file cannot be
+/// opened (checked before anything is bound), and not when a later listener fails after an
+/// earlier one was bound (the bound ones are removed again).
+#[tokio::test]
+async fn a_failed_start_leaves_no_socket_behind() {
+    use axp_egress_proxy::{Proxy, ProxyConfig};
+    let tmp = tempfile::tempdir().unwrap();
+    let first = tmp.path().join("first.sock");
+    let cfg = ProxyConfig {
+        listen_unix: vec![first.clone()],
+        audit: Some(tmp.path().join("no-such-dir").join("audit.jsonl")),
+        ..ProxyConfig::default()
+    };
+    assert!(Proxy::bind(cfg).await.is_err());
+    assert!(!first.exists(), "an unusable audit file left {} behind", first.display());
+
+    let cfg = ProxyConfig {
+        listen_unix: vec![first.clone(), tmp.path().join("no-such-dir").join("second.sock")],
+        ..ProxyConfig::default()
+    };
+    let err = Proxy::bind(cfg).await.err().expect("the second socket cannot be bound");
+    assert!(err.to_string().contains("second.sock"), "{err}");
+    assert!(!first.exists(), "a failed second listener left {} behind", first.display());
+}
