@@ -131,7 +131,7 @@ async fn a_failed_start_leaves_no_socket_behind() {
         listen_unix: vec![first.clone(), tmp.path().join("no-such-dir").join("second.sock")],
         ..ProxyConfig::default()
     };
-    let err = Proxy::bind(cfg).await.err().expect("the second socket cannot be bound");
+    let Err(err) = Proxy::bind(cfg).await else { panic!("the second socket cannot be bound") };
     assert!(err.to_string().contains("second.sock"), "{err}");
     assert!(!first.exists(), "a failed second listener left {} behind", first.display());
 }
