@@ -77,79 +77,79 @@ async fn flood(sock: &mut TcpStream, taken: &Taken) {
     }
 }
 
-/// A Streamable HTTP MCP server that answers `initialize` properly and every `tools/list` with
-/// an SSE response whose first event never ends.
-async fn streamable_flooder() -> (u16, Taken) {
+/// Listens on a free loopback port and runs `conn` on each connection, with the flood counters.
+async fn listen<F, Fut>(conn: F) -> (u16, Taken)
+where
+    F: Fn(TcpStream, Taken) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let taken: Taken = Arc::default();
     let t = taken.clone();
     tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            let taken = t.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                while let Some((head, body)) = read_request(&mut sock, &mut buf).await {
-                    let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    let reply = if !head.starts_with("post ") {
-                        // No server-initiated stream (GET) and nothing to delete.
-                        "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n".to_string()
-                    } else if msg["method"] == "initialize" {
-                        let result = json!({"jsonrpc": "2.0", "id": msg["id"], "result": {
-                            "protocolVersion": msg["params"]["protocolVersion"],
-                            "capabilities": {"tools": {}},
-                            "serverInfo": {"name": "flooder", "version": "1"}}})
-                        .to_string();
-                        format!(
-                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: s1\r\nContent-Length: {}\r\n\r\n{result}",
-                            result.len()
-                        )
-                    } else if msg.get("id").is_none() {
-                        "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n".to_string()
-                    } else {
-                        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
-                        if sock.write_all(head.as_bytes()).await.is_ok() {
-                            flood(&mut sock, &taken).await;
-                        }
-                        return;
-                    };
-                    if sock.write_all(reply.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
+        while let Ok((sock, _)) = listener.accept().await {
+            tokio::spawn(conn(sock, t.clone()));
         }
     });
     (port, taken)
 }
 
+/// A Streamable HTTP MCP server that answers `initialize` properly and every `tools/list` with
+/// an SSE response whose first event never ends.
+async fn streamable_flooder() -> (u16, Taken) {
+    listen(|mut sock, taken| async move {
+        let mut buf = Vec::new();
+        while let Some((head, body)) = read_request(&mut sock, &mut buf).await {
+            let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let reply = if !head.starts_with("post ") {
+                // No server-initiated stream (GET) and nothing to delete.
+                "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n".to_string()
+            } else if msg["method"] == "initialize" {
+                let result = json!({"jsonrpc": "2.0", "id": msg["id"], "result": {
+                    "protocolVersion": msg["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "flooder", "version": "1"}}})
+                .to_string();
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: s1\r\nContent-Length: {}\r\n\r\n{result}",
+                    result.len()
+                )
+            } else if msg.get("id").is_none() {
+                "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n".to_string()
+            } else {
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+                if sock.write_all(head.as_bytes()).await.is_ok() {
+                    flood(&mut sock, &taken).await;
+                }
+                return;
+            };
+            if sock.write_all(reply.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    })
+    .await
+}
+
 /// A legacy HTTP+SSE MCP server whose stream sends its `endpoint` event and then an event that
 /// never ends (the client is still waiting for the `initialize` answer on that stream).
 async fn legacy_flooder() -> (u16, Taken) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let taken: Taken = Arc::default();
-    let t = taken.clone();
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            let taken = t.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let Some((head, _)) = read_request(&mut sock, &mut buf).await else { return };
-                if head.starts_with("get ") {
-                    let open = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\nevent: endpoint\ndata: /message\n\n";
-                    if sock.write_all(open.as_bytes()).await.is_ok() {
-                        // Give the client time to POST `initialize`, then answer with the flood.
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        flood(&mut sock, &taken).await;
-                    }
-                } else {
-                    let _ = sock.write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n").await;
-                }
-            });
+    listen(|mut sock, taken| async move {
+        let mut buf = Vec::new();
+        let Some((head, _)) = read_request(&mut sock, &mut buf).await else { return };
+        if head.starts_with("get ") {
+            let open = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\nevent: endpoint\ndata: /message\n\n";
+            if sock.write_all(open.as_bytes()).await.is_ok() {
+                // Give the client time to POST `initialize`, then answer with the flood.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                flood(&mut sock, &taken).await;
+            }
+        } else {
+            let _ = sock.write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n").await;
         }
-    });
-    (port, taken)
+    })
+    .await
 }
 
 /// Peak resident memory of a process (`VmHWM`), in bytes.
