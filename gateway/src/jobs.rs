@@ -168,8 +168,9 @@ impl EventSink for LogSink {
     }
 }
 
-/// Appends to the durable log, then to the job's in-memory tail, then wakes watchers.
-fn append(log: &JobLog, live: &Live, job_id: &str, event: JobEventKind) {
+/// Appends to the durable log, then to the job's in-memory tail, then wakes watchers. `false`
+/// if the log refused the event (it was dropped, loudly).
+fn append(log: &JobLog, live: &Live, job_id: &str, event: JobEventKind) -> bool {
     let mut recent = lock(&live.recent);
     match log.append(event) {
         Ok(ev) => {
@@ -183,11 +184,13 @@ fn append(log: &JobLog, live: &Live, job_id: &str, event: JobEventKind) {
             }
             drop(recent);
             live.next_seq.send_replace(next);
+            true
         }
         // The log is the source of truth; if it cannot be written the event cannot be
         // promised to anyone, so it is dropped loudly rather than sent undurably.
         Err(e) => {
-            tracing::error!(job = %job_id, error = %e, "cannot append to the job log")
+            tracing::error!(job = %job_id, error = %e, "cannot append to the job log");
+            false
         }
     }
 }
@@ -472,9 +475,12 @@ impl Jobs {
             *error = serde_json::to_value(self.quotas.output_exceeded()).ok();
         }
         if let JobEventKind::Exit { state, code, signal, error } = &exit {
-            sink.emit(exit.clone());
-            if let Err(e) =
-                self.store.set_job_state(job_id, *state, *code, signal.clone(), error.clone(), Some(now_ms()))
+            // Appending the exit records the job's end with it (one statement while the log is
+            // in the job's row). Only if that failed is the end recorded on its own, so the
+            // record does not say `running` until the next restart.
+            if !append(&sink.log, &sink.live, job_id, exit.clone())
+                && let Err(e) =
+                    self.store.set_job_state(job_id, *state, *code, signal.clone(), error.clone(), Some(now_ms()))
             {
                 tracing::error!(job = job_id, error = %e, "cannot record the job's end");
             }

@@ -39,6 +39,14 @@ pub enum StoreError {
         id: String,
     },
 
+    /// A [`crate::LogReader`] outlived its store and needed the database (to read a log that
+    /// lives in its job's row). Readers do not keep a closed store's database open.
+    #[error("the state store was closed; reopen it to read job `{job_id}`")]
+    Closed {
+        /// The job whose log was being read.
+        job_id: String,
+    },
+
     /// A record with this id exists already (job ids are never reused).
     #[error("a {what} with id `{id}` already exists")]
     AlreadyExists {

@@ -127,7 +127,7 @@ impl Store {
             // the primary key is not covered by this ON CONFLICT clause and fails loudly.
             let inserted = db
                 .prepare_cached(&format!(
-                    "INSERT INTO jobs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                    "INSERT INTO jobs ({COLUMNS}, log) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, '')
                      ON CONFLICT(session_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
                 ))?
                 .execute(params![
@@ -270,6 +270,8 @@ impl Store {
                 signal: None,
                 error: Some(error.clone()),
             })?;
+            // The append recorded the end already, stamped with the clock; the record takes the
+            // caller's `now_ms`, as documented.
             self.set_job_state(&id, JobState::Lost, None, None, Some(error), Some(now_ms))?;
             lost += 1;
         }

@@ -38,6 +38,7 @@ mod error;
 mod jobs;
 pub mod log;
 mod reserve;
+mod rowlog;
 mod sessions;
 mod sync;
 
@@ -110,6 +111,9 @@ const MIGRATIONS: &[&str] = &[
         WHERE idempotency_key IS NOT NULL;
     DROP INDEX jobs_by_state;
     CREATE INDEX jobs_live ON jobs(state) WHERE state = 'running' OR state = 'awaiting_approval';",
+    // 4: a small job log lives in its job's row (decision 0006): '' for a new job, its JSON
+    // lines while small, NULL once in files. Jobs recorded before this keep NULL: files.
+    "ALTER TABLE jobs ADD COLUMN log TEXT;",
 ];
 
 /// When a job's `exit` event reaches stable storage (it always survives a gateway crash as soon
@@ -140,15 +144,11 @@ pub struct StoreOptions {
     /// so that a gateway restarted right after its predecessor was killed does not fail while
     /// the kernel is still reaping it. Default: 2 s.
     pub lock_wait: Duration,
-    /// How many job ids [`Store::new_job_id`] keeps ready with their log file already created
-    /// (by a background thread; see `reserve.rs`). 0 (the default) creates each log file when
-    /// the job starts.
-    pub reserve_logs: usize,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { exit_sync: ExitSync::Inline, lock_wait: Duration::from_secs(2), reserve_logs: 0 }
+        StoreOptions { exit_sync: ExitSync::Inline, lock_wait: Duration::from_secs(2) }
     }
 }
 
@@ -156,12 +156,6 @@ impl StoreOptions {
     /// These options with the given exit-sync policy.
     pub fn exit_sync(mut self, exit_sync: ExitSync) -> Self {
         self.exit_sync = exit_sync;
-        self
-    }
-
-    /// These options with `n` job ids kept ready (see [`StoreOptions::reserve_logs`]).
-    pub fn reserve_logs(mut self, n: usize) -> Self {
-        self.reserve_logs = n;
         self
     }
 
@@ -183,9 +177,10 @@ pub struct Store {
 
 struct Inner {
     dir: PathBuf,
-    db_path: PathBuf,
+    db_path: Arc<PathBuf>,
     jobs_dir: PathBuf,
-    db: Mutex<Connection>,
+    /// The one connection, shared with every open log (small logs live in their job's row).
+    db: rowlog::Db,
     /// Open job logs, so every `Store::log(id)` of a live job shares one writer. Entries whose
     /// writer was dropped are swept lazily.
     logs: Mutex<HashMap<String, Weak<log::LogInner>>>,
@@ -194,8 +189,6 @@ struct Inner {
     syncer: Option<Arc<sync::Syncer>>,
     /// An fd on the state directory, for [`Store::sync_all`].
     dir_fd: File,
-    /// Job ids with their log file created ahead, when [`StoreOptions::reserve_logs`] > 0.
-    reserve: Option<reserve::Reserve>,
     /// Held (flock) for as long as the store or any of its job logs lives (each [`JobLog`] keeps
     /// a clone, so no other process can take the directory while a writer is still open);
     /// released by the kernel if the process dies.
@@ -296,10 +289,6 @@ impl Store {
         reserve::clean_up(&jobs_dir, |id| {
             Ok(conn.prepare_cached("SELECT 1 FROM jobs WHERE id = ?1")?.exists([id])?)
         })?;
-        let reserve = match options.reserve_logs {
-            0 => None,
-            n => Some(reserve::Reserve::start(&jobs_dir, n)?),
-        };
         let syncer = match options.exit_sync {
             ExitSync::Inline => None,
             ExitSync::Batched { interval } => Some(Arc::new(sync::Syncer::start(state_dir, interval)?)),
@@ -308,13 +297,12 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 dir: state_dir.to_path_buf(),
-                db_path,
+                db_path: Arc::new(db_path),
                 jobs_dir,
-                db: Mutex::new(conn),
+                db: Arc::new(Mutex::new(conn)),
                 logs: Mutex::new(HashMap::new()),
                 syncer,
                 dir_fd,
-                reserve,
                 lock: Arc::new(lock),
             }),
         })
@@ -333,11 +321,9 @@ impl Store {
         &self.inner.db_path
     }
 
-    /// A fresh id for a new job (`j_` and 32 hex digits), with its log file already created
-    /// when the store keeps a reserve ([`StoreOptions::reserve_logs`]), so that starting the
-    /// job does not wait for the file system.
+    /// A fresh id for a new job: `j_` and 32 hex digits of a random UUID.
     pub fn new_job_id(&self) -> String {
-        self.inner.reserve.as_ref().and_then(reserve::Reserve::take).unwrap_or_else(reserve::fresh_id)
+        format!("j_{}", uuid::Uuid::new_v4().simple())
     }
 
     /// Opens the log of job `job_id` for appending, creating it if it does not exist and
@@ -353,7 +339,12 @@ impl Store {
         let opened = JobLog::open(
             &self.inner.jobs_dir,
             job_id,
-            log::Shared { syncer: self.inner.syncer.clone(), _dir_lock: self.inner.lock.clone() },
+            log::Shared {
+                syncer: self.inner.syncer.clone(),
+                _dir_lock: self.inner.lock.clone(),
+                db: self.inner.db.clone(),
+                db_path: self.inner.db_path.clone(),
+            },
         )?;
         // Sweep dead entries now and then so the table tracks live logs, not every job ever.
         if logs.len() >= 64 && logs.len().is_power_of_two() {
@@ -377,7 +368,7 @@ impl Store {
     /// threads or tasks than the writer (an attaching client). It sees every event whose
     /// [`JobLog::append`] has returned. A job with no log yet reads as empty.
     pub fn log_reader(&self, job_id: &str) -> Result<LogReader> {
-        LogReader::open(&self.inner.jobs_dir, job_id)
+        LogReader::open(&self.inner.jobs_dir, job_id, &self.inner.db, self.inner.db_path.clone())
     }
 
     /// Up to `max` events of job `job_id` from `from_seq` on (fewer at the end of the log, or

@@ -62,6 +62,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use axp_protocol::methods::{JobEvent, JobEventKind};
 
+use crate::rowlog::{self, Db};
 use crate::sync::Syncer;
 use crate::{Result, StoreError, create_private_dir, lock, now_ms};
 
@@ -167,9 +168,10 @@ pub(crate) struct LogInner {
     /// of an append, so a reader that loads it with `Acquire` may read every event below it.
     committed: AtomicU64,
     writer: Mutex<Writer>,
-    /// Read handles, shared by every in-process reader of this log through `pread`. The index's
-    /// is set when the log stops being small (or at open, if it already had one).
-    data_reader: File,
+    /// Read handles, shared by every in-process reader of this log through `pread`. The data
+    /// file's is set once the log lives in files (at open, or when it outgrows its row); the
+    /// index's when the log has an index. Both are set before the row says the log moved.
+    data_reader: OnceLock<File>,
     index_reader: OnceLock<File>,
     shared: Shared,
 }
@@ -180,22 +182,38 @@ pub(crate) struct Shared {
     pub(crate) syncer: Option<Arc<Syncer>>,
     /// The state directory's lock, kept while this log can still be written.
     pub(crate) _dir_lock: Arc<File>,
+    /// The store's database, which holds small logs (`rowlog.rs`) and every job's end.
+    pub(crate) db: Db,
+    pub(crate) db_path: Arc<PathBuf>,
 }
 
-struct Writer {
+/// Where a log's events are written.
+enum Place {
+    /// In the job's row, while the log is small (decision 0006): `ends` holds where each line
+    /// ends in the row's text, `len` its length.
+    Row { ends: Vec<u64>, len: u64 },
+    /// In the job's files.
+    Files(Files),
+}
+
+struct Files {
     data: File,
-    /// `None` while the log is small; then `small_ends` holds what the index would.
+    /// `None` while the file log is small; then `small_ends` holds what the index would.
     index: Option<File>,
     small_ends: Vec<u64>,
     data_len: u64,
-    next_seq: u64,
-    /// Reused encoding buffer, so an append allocates nothing in the steady state.
-    buf: Vec<u8>,
     /// Directories whose new entries (this log's files) have not been fsynced yet.
     unsynced_dirs: Vec<PathBuf>,
 }
 
-impl Writer {
+struct Writer {
+    place: Place,
+    next_seq: u64,
+    /// Reused encoding buffer, so an append allocates nothing in the steady state.
+    buf: Vec<u8>,
+}
+
+impl Files {
     /// fdatasyncs both files, then any directory holding a new entry for them.
     fn sync(&mut self, paths: &LogPaths) -> Result<()> {
         sync_pair(&self.data, self.index.as_ref(), paths)?;
@@ -204,6 +222,16 @@ impl Writer {
         }
         self.unsynced_dirs.clear();
         Ok(())
+    }
+}
+
+impl Writer {
+    /// Makes every acknowledged event survive a power loss.
+    fn sync(&mut self, paths: &LogPaths, shared: &Shared) -> Result<()> {
+        match &mut self.place {
+            Place::Row { .. } => rowlog::sync_wal(&shared.db_path),
+            Place::Files(f) => f.sync(paths),
+        }
     }
 }
 
@@ -288,83 +316,41 @@ impl JobLog {
         Arc::downgrade(&self.inner)
     }
 
-    /// Opens or creates the log of `job_id` under `jobs_dir`, repairing a torn tail.
+    /// Opens the log of `job_id`: in its row if it lives there (a job recorded by this version
+    /// whose log is still small), else in its files under `jobs_dir`, created if missing, a torn
+    /// tail repaired.
     pub(crate) fn open(jobs_dir: &Path, job_id: &str, shared: Shared) -> Result<JobLog> {
         let paths = LogPaths::new(jobs_dir, job_id)?;
-        // The common case is a new job: one `open(O_CREAT|O_EXCL)` tells a new log from an
-        // existing one, and the shard directory is created only when that fails for its lack.
-        let mut new_dir = false;
-        let created = match create_new(&paths.data) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                new_dir = true;
-                create_private_dir(&paths.dir)?;
-                create_new(&paths.data)
+        let row = match rowlog::load(&shared.db, job_id)? {
+            // The index is renamed into place only once the files hold every event, so if it is
+            // there the files win: a crash came between that and the row's update, finished now.
+            Some(_) if paths.index.exists() => {
+                rowlog::moved_to_files(&shared.db, job_id)?;
+                None
             }
             other => other,
         };
-        let (data, new_file) = match created {
-            Ok(f) => (f, true),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (open_rw(&paths.data)?, false),
-            Err(e) => return Err(StoreError::io(&paths.data, e)),
-        };
-        // A new log has no index (job ids are fresh, so no stale one can be lying there); an
-        // existing one has one if it outgrew small.
-        let index = if new_file {
-            None
-        } else {
-            match open_ro(&paths.index)? {
-                Some(_) => Some(open_rw(&paths.index)?),
-                None => None,
+        let (place, next_seq) = match row {
+            Some(text) => {
+                let ends = row_ends(&text, job_id, &shared.db_path)?;
+                let n = ends.len() as u64;
+                (Place::Row { ends, len: text.len() as u64 }, n)
             }
+            None => open_files(jobs_dir, &paths, job_id)?,
         };
-        // New directory entries must be durable before the log can be called durable, or a
-        // synced log could vanish with its name after a power loss. Those fsyncs are deferred to
-        // the log's first sync (its exit, usually), so opening a log costs no device flush.
-        let mut unsynced_dirs = Vec::new();
-        if new_dir {
-            unsynced_dirs.push(jobs_dir.to_path_buf());
-        }
-        // An empty data file is new too: created ahead by the reserve, its entry not yet synced.
-        let fresh = new_file || (index.is_none() && file_len(&data, &paths.data)? == 0);
-        if fresh {
-            unsynced_dirs.push(paths.dir.clone());
-        }
-        let (next_seq, data_len, mut small_ends) =
-            if fresh { (0, 0, Vec::new()) } else { recover(&data, index.as_ref(), &paths, job_id)? };
-        let index = match index {
-            // A crash while the log was outgrowing small: finish what the append began.
-            None if outgrows_small(next_seq, data_len) => {
-                unsynced_dirs.push(paths.dir.clone());
-                let built = write_index(&small_ends, &paths)?;
-                small_ends = Vec::new();
-                Some(built)
-            }
-            other => other,
+        let inner = LogInner {
+            job_id: job_id.to_string(),
+            paths,
+            committed: AtomicU64::new(next_seq),
+            writer: Mutex::new(Writer { place, next_seq, buf: Vec::with_capacity(4096) }),
+            data_reader: OnceLock::new(),
+            index_reader: OnceLock::new(),
+            shared,
         };
-        let data_reader = data.try_clone().map_err(|e| StoreError::io(&paths.data, e))?;
-        let index_reader = OnceLock::new();
-        if let Some(index) = &index {
-            let _ = index_reader.set(index.try_clone().map_err(|e| StoreError::io(&paths.index, e))?);
+        if let Place::Files(f) = &lock(&inner.writer).place {
+            inner.set_readers(f)?;
         }
-        Ok(JobLog {
-            inner: Arc::new(LogInner {
-                job_id: job_id.to_string(),
-                paths,
-                committed: AtomicU64::new(next_seq),
-                writer: Mutex::new(Writer {
-                    data,
-                    index,
-                    small_ends,
-                    data_len,
-                    next_seq,
-                    buf: Vec::with_capacity(4096),
-                    unsynced_dirs,
-                }),
-                data_reader,
-                index_reader,
-                shared,
-            }),
-        })
+        Ok(JobLog { inner: Arc::new(inner) })
     }
 
     /// The job this log belongs to.
@@ -377,66 +363,195 @@ impl JobLog {
         self.inner.committed.load(Ordering::Acquire)
     }
 
-    /// Appends one event: assigns it the next seq, stamps `ts_ms`, writes its line and its index
-    /// entry (in that order) and returns it. Once this returns `Ok`, the event survives a crash
-    /// of this process; under [`crate::ExitSync::Inline`] an `exit` event is also fsynced, so it
-    /// and everything before it survive a power loss.
+    /// Appends one event: assigns it the next seq, stamps `ts_ms`, writes it and returns it.
+    /// Once this returns `Ok`, the event survives a crash of this process; under
+    /// [`crate::ExitSync::Inline`] an `exit` event is also fsynced, so it and everything before
+    /// it survive a power loss. Appending a job's `exit` event also records how the job ended in
+    /// its record (in the same statement while the log lives in the row, right after the line
+    /// otherwise), so callers need no [`crate::Store::set_job_state`] for it.
     ///
     /// On a write error nothing was appended (a partial write is cut off again) and the seq is
-    /// not used up. The one exception is a failed fsync of an `exit` event: that event *was*
-    /// appended (readers may already have it) and only its power-loss durability is in doubt,
-    /// so do not append it again.
+    /// not used up. The one exception is an `exit` event whose fsync, or (for a log in files)
+    /// whose record in the job's row, failed: that event *was* appended (readers may already
+    /// have it) and only its durability or the record is in doubt, so do not append it again.
     pub fn append(&self, kind: JobEventKind) -> Result<JobEvent> {
         let mut guard = lock(&self.inner.writer);
         let w = &mut *guard;
-        let paths = &self.inner.paths;
+        let inner = &*self.inner;
+        let paths = &inner.paths;
         let seq = w.next_seq;
-        let event = JobEvent { job_id: self.inner.job_id.clone(), seq, ts_ms: now_ms(), kind };
+        let event = JobEvent { job_id: inner.job_id.clone(), seq, ts_ms: now_ms(), kind };
         encode(&event, &mut w.buf).map_err(|e| StoreError::io(&paths.data, e))?;
         if w.buf.len() as u64 > MAX_EVENT_BYTES {
             let bytes = w.buf.len() as u64;
             w.buf = Vec::with_capacity(4096);
-            return Err(StoreError::EventTooLarge { job_id: self.inner.job_id.clone(), bytes, max: MAX_EVENT_BYTES });
+            return Err(StoreError::EventTooLarge { job_id: inner.job_id.clone(), bytes, max: MAX_EVENT_BYTES });
         }
-        let start = w.data_len;
-        let end = start + w.buf.len() as u64;
-        let is_exit = matches!(event.kind, JobEventKind::Exit { .. });
+        let end = rowlog::End::of(&event.kind, event.ts_ms)?;
+        let mut recorded = Ok(());
+        match &mut w.place {
+            Place::Row { ends, len } => {
+                let stop = *len + w.buf.len() as u64;
+                if outgrows_small(seq + 1, stop) {
+                    let mut all = std::mem::take(ends);
+                    all.push(stop);
+                    let files = inner.move_to_files(&w.buf, &all)?;
+                    w.place = Place::Files(files);
+                    if let Some(e) = &end {
+                        recorded = rowlog::record_end(&inner.shared.db, &inner.job_id, e);
+                    }
+                } else {
+                    // encode() writes serde_json output, which is always UTF-8.
+                    let line =
+                        std::str::from_utf8(&w.buf).map_err(|e| StoreError::corrupt(&paths.data, e.to_string()))?;
+                    rowlog::append(&inner.shared.db, &inner.job_id, line, end.as_ref())?;
+                    ends.push(stop);
+                    *len = stop;
+                }
+            }
+            Place::Files(f) => {
+                inner.append_to_files(f, &w.buf, seq)?;
+                if let Some(e) = &end {
+                    recorded = rowlog::record_end(&inner.shared.db, &inner.job_id, e);
+                }
+            }
+        }
+        // From here on the event is visible to readers, so it is committed even if the sync
+        // below fails: rolling it back could let a reader see two different events with one seq.
+        w.next_seq = seq + 1;
+        if w.buf.capacity() > (1 << 20) {
+            w.buf = Vec::with_capacity(4096);
+        }
+        inner.committed.store(seq + 1, Ordering::Release);
+        if end.is_some() {
+            match &inner.shared.syncer {
+                Some(syncer) => syncer.mark_dirty(),
+                // An error here means the event is written and readable but may not survive a
+                // power loss; the caller hears about it, and must not append the event again.
+                None => w.sync(paths, &inner.shared)?,
+            }
+        }
+        recorded?;
+        Ok(event)
+    }
 
-        let written = w.data.write_all_at(&w.buf, start).map_err(|e| StoreError::io(&paths.data, e)).and_then(|()| {
-            match &w.index {
+    /// Flushes the log to stable storage (fsync), so every acknowledged event survives a power
+    /// loss.
+    pub fn sync(&self) -> Result<()> {
+        lock(&self.inner.writer).sync(&self.inner.paths, &self.inner.shared)
+    }
+
+    /// Up to `max` events from `from_seq` on; see [`LogReader::read`] for the limits.
+    pub fn read(&self, from_seq: u64, max: usize) -> Result<Vec<JobEvent>> {
+        // Committed count first, place second: an append publishes the event before the count.
+        let committed = self.next_seq();
+        let inner = &self.inner;
+        // A log without a data reader lives in its row, unless it moved to files since the
+        // check (its readers are set before the row says so).
+        if inner.data_reader.get().is_none()
+            && let Some(text) = rowlog::load(&inner.shared.db, &inner.job_id)?
+        {
+            return parse_small(&inner.job_id, &inner.shared.db_path, text.as_bytes(), committed, from_seq, max);
+        }
+        let Some(data) = inner.data_reader.get() else {
+            return Err(StoreError::corrupt(
+                &inner.paths.data,
+                "the job's record says its log is in files, but it is not",
+            ));
+        };
+        match inner.index_reader.get() {
+            Some(index) => read_events(&inner.job_id, &inner.paths, data, index, committed, u64::MAX, from_seq, max),
+            None => read_small(&inner.job_id, &inner.paths, data, committed, from_seq, max),
+        }
+    }
+}
+
+impl LogInner {
+    fn set_readers(&self, f: &Files) -> Result<()> {
+        if let Some(index) = &f.index {
+            let _ = self.index_reader.set(index.try_clone().map_err(|e| StoreError::io(&self.paths.index, e))?);
+        }
+        let _ = self.data_reader.set(f.data.try_clone().map_err(|e| StoreError::io(&self.paths.data, e))?);
+        Ok(())
+    }
+
+    /// Moves a log that outgrew its row into files: the row's lines and `line` (the event that
+    /// outgrew it) to the data file, the whole index (`ends`) renamed into place, and only then
+    /// the row marked as moved. Readers follow the same order (index first, row second), so each
+    /// sees either the row without the new event or the files with it. Before the rename,
+    /// failure leaves the row as it was; after it, the event is appended whatever happens to the
+    /// row's update (recovery at the next open finishes it).
+    fn move_to_files(&self, line: &[u8], ends: &[u64]) -> Result<Files> {
+        let paths = &self.paths;
+        let text = rowlog::load(&self.shared.db, &self.job_id)?.unwrap_or_default();
+        create_private_dir(&paths.dir)?;
+        // Truncate: a data file left by a crash before an earlier attempt's rename holds nothing
+        // anyone was promised.
+        let data = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&paths.data)
+            .map_err(|e| StoreError::io(&paths.data, e))?;
+        let mut bytes = text.into_bytes();
+        bytes.extend_from_slice(line);
+        data.write_all_at(&bytes, 0).map_err(|e| StoreError::io(&paths.data, e))?;
+        let index = write_index(ends, paths)?;
+        let files = Files {
+            data,
+            index: Some(index),
+            small_ends: Vec::new(),
+            data_len: bytes.len() as u64,
+            unsynced_dirs: vec![paths.dir.parent().unwrap_or(&paths.dir).to_path_buf(), paths.dir.clone()],
+        };
+        self.set_readers(&files)?;
+        // The files are the log now (readers check the index first); a failure to say so in the
+        // row is repaired by the next open, so it must not fail an append that readers can see.
+        let _ = rowlog::moved_to_files(&self.shared.db, &self.job_id);
+        Ok(files)
+    }
+
+    /// Writes `line` as event `seq` to a log in files: its line, then its index entry (or, for a
+    /// small file log, the whole index once it outgrows small).
+    fn append_to_files(&self, f: &mut Files, line: &[u8], seq: u64) -> Result<()> {
+        let paths = &self.paths;
+        let start = f.data_len;
+        let end = start + line.len() as u64;
+        let written = f.data.write_all_at(line, start).map_err(|e| StoreError::io(&paths.data, e)).and_then(|()| {
+            match &f.index {
                 Some(index) => {
                     index.write_all_at(&end.to_le_bytes(), seq * 8).map_err(|e| StoreError::io(&paths.index, e))
                 }
                 None if outgrows_small(seq + 1, end) => {
-                    let mut ends = std::mem::take(&mut w.small_ends);
+                    let mut ends = std::mem::take(&mut f.small_ends);
                     ends.push(end);
-                    match write_index(&ends, paths) {
-                        Ok(index) => {
-                            let reader = index.try_clone().map_err(|e| StoreError::io(&paths.index, e));
-                            match reader {
-                                Ok(reader) => {
-                                    let _ = self.inner.index_reader.set(reader);
-                                    w.index = Some(index);
-                                    w.unsynced_dirs.push(paths.dir.clone());
-                                    Ok(())
-                                }
-                                Err(e) => {
-                                    let _ = std::fs::remove_file(&paths.index);
-                                    ends.pop();
-                                    w.small_ends = ends;
-                                    Err(e)
-                                }
+                    let built = write_index(&ends, paths).and_then(|index| {
+                        match index.try_clone().map_err(|e| StoreError::io(&paths.index, e)) {
+                            Ok(reader) => Ok((index, reader)),
+                            Err(e) => {
+                                let _ = std::fs::remove_file(&paths.index);
+                                Err(e)
                             }
+                        }
+                    });
+                    match built {
+                        Ok((index, reader)) => {
+                            let _ = self.index_reader.set(reader);
+                            f.index = Some(index);
+                            f.unsynced_dirs.push(paths.dir.clone());
+                            Ok(())
                         }
                         Err(e) => {
                             ends.pop();
-                            w.small_ends = ends;
+                            f.small_ends = ends;
                             Err(e)
                         }
                     }
                 }
                 None => {
-                    w.small_ends.push(end);
+                    f.small_ends.push(end);
                     Ok(())
                 }
             }
@@ -446,49 +561,87 @@ impl JobLog {
             // so no reader has seen this event: cut off whatever part of it made it to the
             // files. Best effort: if this fails too, recovery on the next open drops the torn
             // tail.
-            if let Some(index) = &w.index {
+            if let Some(index) = &f.index {
                 let _ = index.set_len(seq * 8);
             }
-            let _ = w.data.set_len(start);
+            let _ = f.data.set_len(start);
             return Err(e);
         }
-        // From here on the event is visible to readers, so it is committed even if the sync
-        // below fails: rolling it back could let a reader see two different events with one seq.
-        w.data_len = end;
-        w.next_seq = seq + 1;
-        if w.buf.capacity() > (1 << 20) {
-            w.buf = Vec::with_capacity(4096);
-        }
-        self.inner.committed.store(seq + 1, Ordering::Release);
-        if is_exit {
-            match &self.inner.shared.syncer {
-                Some(syncer) => syncer.mark_dirty(),
-                // An error here means the event is written and readable but may not survive a
-                // power loss; the caller hears about it, and must not append the event again.
-                None => w.sync(paths)?,
-            }
-        }
-        Ok(event)
+        f.data_len = end;
+        Ok(())
     }
+}
 
-    /// Flushes both files to stable storage (fsync), so every acknowledged event survives a
-    /// power loss.
-    pub fn sync(&self) -> Result<()> {
-        lock(&self.inner.writer).sync(&self.inner.paths)
+/// Where each line of a row log ends, checking that line `i` is event `i` of `job_id`. A row is
+/// written by atomic commits, so it never holds a torn line: any other content is damage.
+fn row_ends(text: &str, job_id: &str, db_path: &Path) -> Result<Vec<u64>> {
+    let mut ends = Vec::new();
+    let mut at = 0u64;
+    for (seq, line) in (0u64..).zip(text.as_bytes().split_inclusive(|&b| b == b'\n')) {
+        let Some(body) = line.strip_suffix(b"\n") else {
+            return Err(StoreError::corrupt(db_path, format!("job `{job_id}`: the log in its record ends mid-line")));
+        };
+        parse_line(body, job_id, seq).map_err(|r| StoreError::corrupt(db_path, format!("job `{job_id}`: {r}")))?;
+        at += line.len() as u64;
+        ends.push(at);
     }
+    Ok(ends)
+}
 
-    /// Up to `max` events from `from_seq` on; see [`LogReader::read`] for the limits.
-    pub fn read(&self, from_seq: u64, max: usize) -> Result<Vec<JobEvent>> {
-        // Committed count first, index second: an append publishes the index before the count.
-        let committed = self.next_seq();
-        let inner = &self.inner;
-        match inner.index_reader.get() {
-            Some(index) => {
-                read_events(&inner.job_id, &inner.paths, &inner.data_reader, index, committed, u64::MAX, from_seq, max)
-            }
-            None => read_small(&inner.job_id, &inner.paths, &inner.data_reader, committed, from_seq, max),
+/// Opens or creates the files of a log that does not live in a row, repairing a torn tail, and
+/// returns it with its event count.
+fn open_files(jobs_dir: &Path, paths: &LogPaths, job_id: &str) -> Result<(Place, u64)> {
+    // The common case is a new log: one `open(O_CREAT|O_EXCL)` tells a new log from an existing
+    // one, and the shard directory is created only when that fails for its lack.
+    let mut new_dir = false;
+    let created = match create_new(&paths.data) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            new_dir = true;
+            create_private_dir(&paths.dir)?;
+            create_new(&paths.data)
         }
+        other => other,
+    };
+    let (data, new_file) = match created {
+        Ok(f) => (f, true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (open_rw(&paths.data)?, false),
+        Err(e) => return Err(StoreError::io(&paths.data, e)),
+    };
+    // A new file log has no index (ids are fresh, so no stale one can be lying there); an
+    // existing one has one if it outgrew small.
+    let index = if new_file {
+        None
+    } else {
+        match open_ro(&paths.index)? {
+            Some(_) => Some(open_rw(&paths.index)?),
+            None => None,
+        }
+    };
+    // New directory entries must be durable before the log can be called durable, or a synced
+    // log could vanish with its name after a power loss. Those fsyncs are deferred to the log's
+    // first sync (its exit, usually), so opening a log costs no device flush.
+    let mut unsynced_dirs = Vec::new();
+    if new_dir {
+        unsynced_dirs.push(jobs_dir.to_path_buf());
     }
+    // An empty data file is new too (an older version created them ahead; decision 0005).
+    let fresh = new_file || (index.is_none() && file_len(&data, &paths.data)? == 0);
+    if fresh {
+        unsynced_dirs.push(paths.dir.clone());
+    }
+    let (next_seq, data_len, mut small_ends) =
+        if fresh { (0, 0, Vec::new()) } else { recover(&data, index.as_ref(), paths, job_id)? };
+    let index = match index {
+        // A crash while the log was outgrowing small: finish what the append began.
+        None if outgrows_small(next_seq, data_len) => {
+            unsynced_dirs.push(paths.dir.clone());
+            let built = write_index(&small_ends, paths)?;
+            small_ends = Vec::new();
+            Some(built)
+        }
+        other => other,
+    };
+    Ok((Place::Files(Files { data, index, small_ends, data_len, unsynced_dirs }), next_seq))
 }
 
 /// Text payloads from this many bytes up take the [`encode`] path through `serde_json::Value`.
@@ -536,13 +689,22 @@ fn sync_pair(data: &File, index: Option<&File>, paths: &LogPaths) -> Result<()> 
 /// them, all of which are acknowledged (see the module docs). `limit` is the writer's committed
 /// count when known, else `u64::MAX`.
 fn read_small(job_id: &str, paths: &LogPaths, data: &File, limit: u64, from: u64, max: usize) -> Result<Vec<JobEvent>> {
-    let limit = limit.min(SMALL_LOG_EVENTS);
-    if max == 0 || from >= limit {
+    if max == 0 || from >= limit.min(SMALL_LOG_EVENTS) {
         return Ok(Vec::new());
     }
     let len = file_len(data, &paths.data)?.min(SMALL_LOG_BYTES);
     let mut bytes = vec![0u8; len as usize];
     data.read_exact_at(&mut bytes, 0).map_err(|e| StoreError::io(&paths.data, e))?;
+    parse_small(job_id, &paths.data, &bytes, limit, from, max)
+}
+
+/// Parses events `[from, min(limit, from + max))` out of the text of a small log (its first
+/// [`SMALL_LOG_BYTES`] from a file, or its row), skipping a last line still being written.
+fn parse_small(job_id: &str, source: &Path, bytes: &[u8], limit: u64, from: u64, max: usize) -> Result<Vec<JobEvent>> {
+    let limit = limit.min(SMALL_LOG_EVENTS);
+    if max == 0 || from >= limit {
+        return Ok(Vec::new());
+    }
     let want = (limit - from).min(max.min(READ_MAX_EVENTS) as u64);
     let mut out = Vec::new();
     for (seq, line) in (0u64..limit).zip(bytes.split_inclusive(|&b| b == b'\n')) {
@@ -552,7 +714,7 @@ fn read_small(job_id: &str, paths: &LogPaths, data: &File, limit: u64, from: u64
         if seq < from {
             continue;
         }
-        out.push(parse_line(body, job_id, seq).map_err(|r| StoreError::corrupt(&paths.data, r))?);
+        out.push(parse_line(body, job_id, seq).map_err(|r| StoreError::corrupt(source, r))?);
         if out.len() as u64 == want {
             break;
         }
@@ -759,38 +921,68 @@ fn recover_small(data: &File, paths: &LogPaths, job_id: &str) -> Result<(u64, u6
     Ok((ends.len() as u64, good_len, ends))
 }
 
-/// A read-only view of one job's log that opens the files itself, for readers that are not the
-/// writer (an attaching client, another thread). Never locks, never blocks the writer. Keep one
-/// per attached client to avoid reopening the files for every batch.
-#[derive(Debug)]
+/// A read-only view of one job's log that opens what it needs itself, for readers that are not
+/// the writer (an attaching client, another thread). Never blocks the writer for longer than one
+/// query of the job's row. Keep one per attached client to avoid reopening the files for every
+/// batch.
 pub struct LogReader {
     job_id: String,
     paths: LogPaths,
-    /// `None` until the log exists (a job may be attached before its first event).
+    /// Weak: a reader that outlives its store must not keep the database (and its locks) open.
+    db: std::sync::Weak<Mutex<rusqlite::Connection>>,
+    db_path: Arc<PathBuf>,
+    /// `None` until the log is known to be in files and the data file exists (a job may be
+    /// attached before its first event).
     data: Option<File>,
-    /// `None` while the log is small (no index file yet).
+    /// `None` while the log has no index (in its row, or a small file log).
     index: Option<File>,
+    /// Set once the log was found in files: it never moves back to a row.
+    in_files: bool,
+}
+
+impl std::fmt::Debug for LogReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogReader").field("job_id", &self.job_id).field("in_files", &self.in_files).finish()
+    }
+}
+
+/// What [`LogReader::locate`] found.
+enum Found {
+    /// The log lives in the job's row; here is its text.
+    Row(String),
+    /// The log lives in files (those that exist are open).
+    Files,
 }
 
 impl LogReader {
-    pub(crate) fn open(jobs_dir: &Path, job_id: &str) -> Result<LogReader> {
+    pub(crate) fn open(jobs_dir: &Path, job_id: &str, db: &Db, db_path: Arc<PathBuf>) -> Result<LogReader> {
         let paths = LogPaths::new(jobs_dir, job_id)?;
-        let mut reader = LogReader { job_id: job_id.to_string(), paths, data: None, index: None };
-        reader.ensure_open()?;
-        Ok(reader)
+        let db = Arc::downgrade(db);
+        Ok(LogReader { job_id: job_id.to_string(), paths, db, db_path, data: None, index: None, in_files: false })
     }
 
-    /// Opens the files that exist and were not opened yet. The data file is created first and
-    /// the index (renamed into place whole) only when the log stops being small, so a reader
-    /// that finds the index always finds a data file it describes.
-    fn ensure_open(&mut self) -> Result<()> {
+    /// Finds the log: an index file means files (it is renamed into place only once the files
+    /// hold every event, before the row is marked as moved), else the row if it holds the log,
+    /// else files. The data file is created before the index, so a reader that finds the index
+    /// always finds a data file it describes.
+    fn locate(&mut self) -> Result<Found> {
         if self.index.is_none() {
             self.index = open_ro(&self.paths.index)?;
         }
+        if !self.in_files && self.index.is_none() {
+            let db = self.db.upgrade().ok_or_else(|| StoreError::Closed { job_id: self.job_id.clone() })?;
+            match rowlog::load(&db, &self.job_id)? {
+                Some(text) => return Ok(Found::Row(text)),
+                None => self.in_files = true,
+            }
+            // Moved since the check above? Then the index is there now.
+            self.index = open_ro(&self.paths.index)?;
+        }
+        self.in_files = true;
         if self.data.is_none() {
             self.data = open_ro(&self.paths.data)?;
         }
-        Ok(())
+        Ok(Found::Files)
     }
 
     /// The job this reader follows.
@@ -800,7 +992,9 @@ impl LogReader {
 
     /// How many events can be read now (the seq after the last one).
     pub fn next_seq(&mut self) -> Result<u64> {
-        self.ensure_open()?;
+        if let Found::Row(text) = self.locate()? {
+            return Ok(text.bytes().filter(|&b| b == b'\n').count() as u64);
+        }
         let paths = &self.paths;
         let (Some(data), Some(index)) = (&self.data, &self.index) else {
             return match &self.data {
@@ -822,7 +1016,9 @@ impl LogReader {
     /// batch past [`READ_BUDGET_BYTES`] (a batch always holds at least one event if one is
     /// there). Empty when `from_seq` is at or past the end. Never sees a partial event.
     pub fn read(&mut self, from_seq: u64, max: usize) -> Result<Vec<JobEvent>> {
-        self.ensure_open()?;
+        if let Found::Row(text) = self.locate()? {
+            return parse_small(&self.job_id, &self.db_path, text.as_bytes(), u64::MAX, from_seq, max);
+        }
         let paths = &self.paths;
         let (Some(data), Some(index)) = (&self.data, &self.index) else {
             return match &self.data {

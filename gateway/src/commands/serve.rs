@@ -272,11 +272,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
             // Exits are made durable by a group commit every 100 ms rather than one fsync each:
             // a crash of the gateway loses nothing (events are written before they are sent),
             // a power cut can lose at most the last 100 ms of job endings.
-            // And 64 job ids are kept ready with their log file created, so a job's start does
-            // not wait for the file system (issue 2: ~half of a tool call's added latency).
-            let options = StoreOptions::default()
-                .exit_sync(ExitSync::Batched { interval: Duration::from_millis(100) })
-                .reserve_logs(64);
+            let options = StoreOptions::default().exit_sync(ExitSync::Batched { interval: Duration::from_millis(100) });
             let store = Store::open_with(&dir, options)
                 .with_context(|| format!("cannot open the state dir {}", dir.display()))?;
             let lost = store.mark_running_lost(crate::util::now_ms())?;

@@ -93,13 +93,17 @@ fn restart_marks_running_jobs_lost_but_keeps_logged_outcomes() {
         // Exited and recorded: untouched.
         store.create_job(&job("done", "s", None)).unwrap();
         store.set_job_state("done", JobState::Exited, Some(0), None, None, Some(7)).unwrap();
-        // Logged its exit but the gateway died before recording it: the log wins.
+        // Logged its exit but the record still says running (a log in files, whose line is
+        // written before the record is updated, and a gateway that died in between): the log
+        // wins. Appending the exit records the end, so the record is set back to running.
         store.create_job(&job("logged-exit", "s", None)).unwrap();
         store
             .log("logged-exit")
             .unwrap()
             .append(JobEventKind::Exit { state: JobState::Exited, code: Some(5), signal: None, error: None })
             .unwrap();
+        assert_eq!(store.get_job("logged-exit").unwrap().unwrap().exit_code, Some(5), "the append recorded the end");
+        store.set_job_state("logged-exit", JobState::Running, None, None, None, None).unwrap();
     }
     let store = Store::open(&dir).unwrap();
     assert_eq!(store.mark_running_lost(99_000).unwrap(), 2);
@@ -154,7 +158,8 @@ fn a_schema_2_database_is_migrated_and_live_lookups_use_the_partial_index() {
     // Turn the fresh database back into what schema 2 left.
     let db = rusqlite::Connection::open(dir.join("axp.db")).unwrap();
     db.execute_batch(
-        "DROP INDEX jobs_by_idempotency_key; DROP INDEX jobs_live;
+        "ALTER TABLE jobs DROP COLUMN log;
+         DROP INDEX jobs_by_idempotency_key; DROP INDEX jobs_live;
          CREATE UNIQUE INDEX jobs_by_idempotency_key ON jobs(session_id, idempotency_key);
          CREATE INDEX jobs_by_state ON jobs(state);
          PRAGMA user_version = 2;",
@@ -178,7 +183,7 @@ fn a_schema_2_database_is_migrated_and_live_lookups_use_the_partial_index() {
     assert_eq!(exited, ["n"]);
     drop(store);
     let db = rusqlite::Connection::open(dir.join("axp.db")).unwrap();
-    assert_eq!(db.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 3);
+    assert_eq!(db.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 4);
     for state in ["running", "awaiting_approval"] {
         let plan: String = db
             .query_row(&format!("EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE state = '{state}'"), [], |r| r.get(3))

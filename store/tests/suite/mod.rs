@@ -5,6 +5,7 @@ mod jobs;
 mod large;
 mod log;
 mod recovery;
+mod rows;
 mod sessions;
 mod small;
 

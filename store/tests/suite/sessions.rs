@@ -111,7 +111,7 @@ fn a_newer_schema_is_refused_and_bad_rows_are_reported() {
     db.pragma_update(None, "user_version", 99).unwrap();
     drop(db);
     match Store::open(&dir) {
-        Err(StoreError::SchemaTooNew { found: 99, supported: 3, .. }) => {}
+        Err(StoreError::SchemaTooNew { found: 99, supported: 4, .. }) => {}
         other => panic!("expected SchemaTooNew, got {other:?}"),
     }
 }

@@ -1,5 +1,6 @@
-//! Small logs: a job of a few events has no index file (issue 2: creating it was the largest
-//! single cost of a tool call), the index appears whole when the log outgrows
+//! Small file logs (a log opened without a job record, or a job recorded before schema 4; a
+//! job's small log now lives in its row, see `rows.rs`): a few events have no index file, the
+//! index appears whole when the log outgrows
 //! [`SMALL_LOG_EVENTS`] or [`SMALL_LOG_BYTES`], and readers on either side of that moment, and
 //! recovery after a crash in the middle of it, see every acknowledged event and nothing else.
 
@@ -132,11 +133,6 @@ fn a_crash_while_the_log_outgrew_small_is_finished_on_open() {
     assert_dense(&all, 0);
 }
 
-/// The ids listed in `jobs/reserved` (the reserve's crash-recovery list).
-fn reserved_list(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("jobs/reserved")).unwrap_or_default().lines().map(String::from).collect()
-}
-
 fn data_file(dir: &Path, id: &str) -> Option<PathBuf> {
     std::fs::read_dir(dir.join("jobs"))
         .ok()?
@@ -145,91 +141,30 @@ fn data_file(dir: &Path, id: &str) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-/// Run by the test below in a child process: opens a store with a reserve of 4, uses one
-/// reserved id for a job with three events, and exits without running any destructor (as a
-/// killed gateway would), printing the id it used.
+/// An older version kept job ids with their empty log file created ahead, listed in
+/// `jobs/reserved` (decision 0005); a gateway killed with some unused leaves them behind. The
+/// next open deletes those that are still empty and belong to no job, and keeps the rest.
 #[test]
-#[ignore = "child process of reserved_ids_have_their_file_ready_and_unused_ones_are_cleaned_up"]
-fn reserve_child() {
-    let Ok(dir) = std::env::var("AXP_STORE_RESERVE_DIR") else { return };
-    let dir = PathBuf::from(dir);
-    let store = Store::open_with(&dir, axp_store::StoreOptions::default().reserve_logs(4)).unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while reserved_list(&dir).len() < 4 || reserved_list(&dir).iter().any(|id| data_file(&dir, id).is_none()) {
-        assert!(std::time::Instant::now() < deadline, "the reserve never filled");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let id = store.new_job_id();
-    assert!(reserved_list(&dir).contains(&id), "a ready id is one the reserve listed");
-    // A reserved id's log is an ordinary, empty, writable log.
-    store.create_job(&super::job(&id, "s", None)).unwrap();
-    let log = store.log(&id).unwrap();
-    assert_eq!(log.next_seq(), 0);
-    for seq in 0..3 {
-        log.append(stdout(seq)).unwrap();
-    }
-    println!("USED {id}");
-    std::process::exit(0);
-}
-
-#[test]
-fn reserved_ids_have_their_file_ready_and_unused_ones_are_cleaned_up() {
+fn files_reserved_by_an_older_version_are_cleaned_up_at_open() {
     let (_tmp, dir) = super::state();
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "suite::small::reserve_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env("AXP_STORE_RESERVE_DIR", &dir)
-        .output()
-        .unwrap();
-    let stdout_text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout_text}{}", String::from_utf8_lossy(&out.stderr));
-    let used = stdout_text
-        .split("USED ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("the child used an id")
-        .to_string();
-    // What the killed process left: its list (the used id may or may not still be on it, as the
-    // thread may have refilled since) and an empty file for every id it had not handed out.
-    let listed = reserved_list(&dir);
-    let unused: Vec<&String> = listed.iter().filter(|id| **id != used).collect();
-    assert!(unused.len() >= 3, "{listed:?}");
-    for id in &unused {
-        let f = data_file(&dir, id).expect("a listed id has its file");
-        assert_eq!(std::fs::metadata(f).unwrap().len(), 0);
-    }
-
-    // The next open deletes the empty files that belong to no job, keeps the job's log.
     let store = Store::open(&dir).unwrap();
-    for id in &unused {
+    let (used, unused) = ("j_used", ["j_unused1", "j_unused2"]);
+    // Where the store puts a file log: a log opened without a job record is one.
+    for id in unused.iter().chain([&used]) {
+        drop(store.log(id).unwrap());
+    }
+    store.create_job(&super::job(used, "s", None)).unwrap();
+    drop(store);
+    std::fs::write(dir.join("jobs/reserved"), format!("{}\n{}\n{used}\n", unused[0], unused[1])).unwrap();
+    assert!(unused.iter().all(|id| data_file(&dir, id).is_some()));
+
+    let store = Store::open(&dir).unwrap();
+    for id in unused {
         assert!(data_file(&dir, id).is_none(), "the unused reserved file of {id} must be gone");
     }
+    assert!(data_file(&dir, used).is_some(), "a job's file stays");
     assert!(!dir.join("jobs/reserved").exists());
-    assert_dense(&store.read_log(&used, 0, 10).unwrap(), 0);
-    assert_eq!(store.read_log(&used, 0, 10).unwrap().len(), 3);
-    // Without a reserve, ids are fresh and their file is made when the log is opened.
+    // A new id comes with no file.
     let id = store.new_job_id();
-    assert!(data_file(&dir, &id).is_none());
-    store.log(&id).unwrap().append(stdout(0)).unwrap();
-    assert!(data_file(&dir, &id).is_some());
-}
-
-#[test]
-fn a_clean_shutdown_deletes_the_reserve_it_did_not_hand_out() {
-    let (_tmp, dir) = super::state();
-    {
-        let _store = Store::open_with(&dir, axp_store::StoreOptions::default().reserve_logs(4)).unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while reserved_list(&dir).len() < 4 {
-            assert!(std::time::Instant::now() < deadline, "the reserve never filled");
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-    }
-    assert!(!dir.join("jobs/reserved").exists());
-    let left: usize = std::fs::read_dir(dir.join("jobs"))
-        .unwrap()
-        .filter_map(|s| s.ok())
-        .filter(|s| s.path().is_dir())
-        .map(|s| std::fs::read_dir(s.path()).unwrap().count())
-        .sum();
-    assert_eq!(left, 0, "no reserved file may outlive a clean shutdown");
+    assert!(id.starts_with("j_") && data_file(&dir, &id).is_none());
 }
