@@ -1,24 +1,27 @@
 //! `axp-store` owns AXP's durable state (DESIGN §8): sessions and job metadata in SQLite (WAL),
-//! and each job's event log as an append-only file pair under the state directory. It knows
-//! nothing about tokio, HTTP, MCP, providers or policy: it stores what the gateway decided and
-//! gives it back, byte for byte, after a crash or a restart.
+//! and each job's event log — in its job's row while it is small (decision 0006), as an
+//! append-only file pair under the state directory once it is not. It knows nothing about
+//! tokio, HTTP, MCP, providers or policy: it stores what the gateway decided and gives it back,
+//! byte for byte, after a crash or a restart.
 //!
 //! # Layout of a state directory
 //!
 //! ```text
 //! STATE_DIR/            0700
-//!   axp.db              SQLite, WAL mode (+ axp.db-wal, axp.db-shm), 0600
+//!   axp.db              SQLite, WAL mode (+ axp.db-wal), 0600; `jobs.log` holds a job's
+//!                       events while it has at most 32 of them in at most 64 KiB (every tool
+//!                       call): see `rowlog.rs`
 //!   lock                flock()ed by the one process that owns this directory
-//!   jobs/XX/ID.jsonl    one job's events, one JSON object per line (see [`log`])
-//!   jobs/XX/ID.idx      the byte offset where each event's line ends, u64 little-endian
-//!                       (only once the log holds more than 32 events or 64 KiB: see [`log`])
+//!   jobs/XX/ID.jsonl    a larger job's events, one JSON object per line (see [`log`])
+//!   jobs/XX/ID.idx      the byte offset where each of its lines ends, u64 little-endian
 //! ```
 //!
 //! # Calling it from async code
 //!
 //! Every call is a short synchronous operation: one SQLite statement (no fsync: see
-//! [`Store::open_with`]), or one or two `pwrite(2)`s per log append (2-4 µs in release). Those are fine
-//! to call directly from a tokio task. Calls that may block for milliseconds belong in
+//! [`Store::open_with`]) — which is also what appending to a small log is — or one or two
+//! `pwrite(2)`s per append to a log in files (2-4 µs in release). Those are fine to call
+//! directly from a tokio task. Calls that may block for milliseconds belong in
 //! `spawn_blocking`: [`Store::open`], [`Store::mark_running_lost`], [`Store::sync_all`],
 //! [`JobLog::sync`], reads of many events (`read_log` parses up to 4 MiB per call), and — under
 //! the default [`ExitSync::Inline`] — the append of an `exit` event, which fsyncs (~13 ms per

@@ -1,9 +1,24 @@
-//! Job logs: each job's events as an append-only JSON-lines file plus, once the log is no longer
-//! small, a fixed-width index, so that any `seq` can be found in O(1) and a log of any size is
-//! read with flat memory. This
-//! file owns the on-disk format, the single-writer append path, lock-free readers, and crash
-//! recovery. It must never keep events in memory beyond the one being written or the one batch
+//! Job logs: each job's events as JSON lines — in the job's row while the log is small
+//! (`rowlog.rs`, decision 0006), then as an append-only file plus a fixed-width index, so that
+//! any `seq` can be found in O(1) and a log of any size is read with flat memory. This file owns
+//! where a log lives and its move from row to files, the on-disk format, the single-writer
+//! append path, readers that never block the writer, and crash recovery. It must never keep events in memory beyond the one being written or the one batch
 //! being returned, and never reorder or renumber an event once [`JobLog::append`] returned it.
+//!
+//! # Where a log lives
+//!
+//! A job recorded by [`crate::Store::create_job`] starts with its log in its row: each append is
+//! one `UPDATE` that adds the event's line to `jobs.log`, committed atomically, so the row never
+//! holds a torn line. Most jobs are tool calls with two or three events, and creating a file per
+//! job was measured as the largest single cost of a `tools/call` through the gateway (ext4 inode
+//! allocation, issue 2; decisions 0005 and 0006), so a file is only made when the log outgrows
+//! [`SMALL_LOG_EVENTS`] events or [`SMALL_LOG_BYTES`]: that append writes the row's lines and
+//! its own to a new data file, the whole index to `ID.idx.tmp` renamed to `ID.idx`, and only
+//! then sets the row's log to NULL. The rename is the commit point: whoever finds the index
+//! reads the files, whoever does not reads the row, which holds every acknowledged event until
+//! the files do. A crash after the rename is finished by the next open; a crash before it
+//! leaves the row as it was and a data file the next move overwrites. Logs opened without a job
+//! record, and jobs recorded before schema 4, live in files from their first event.
 //!
 //! # Format
 //!
@@ -15,11 +30,9 @@
 //! line *ends*, as a little-endian u64 at position `8 * seq`. Event `seq` is therefore the bytes
 //! `[end(seq-1), end(seq))` (with `end(-1) = 0`), and the number of events is `len(idx) / 8`.
 //!
-//! A *small* log has no index file: at most [`SMALL_LOG_EVENTS`] events in at most
-//! [`SMALL_LOG_BYTES`] of data. Most jobs are tool calls with two or three events, and creating
-//! a second file per job was measured as the largest single cost of a `tools/call` through the
-//! gateway (ext4 inode allocation, issue 2), so the index is only written once a log outgrows
-//! that: the append that would take it past either limit writes its line, then writes the whole
+//! A *small file log* (one that lives in files from the start, see above) has no index file
+//! while it holds at most [`SMALL_LOG_EVENTS`] events in at most [`SMALL_LOG_BYTES`] of data:
+//! the append that would take it past either limit writes its line, then writes the whole
 //! index to `ID.idx.tmp` and renames it to `ID.idx` before returning. A reader that finds no
 //! index reads the first [`SMALL_LOG_BYTES`] of the data and takes at most [`SMALL_LOG_EVENTS`]
 //! complete lines, which by the rule above are all acknowledged events (the line that triggers
@@ -28,9 +41,10 @@
 //! # What an acknowledged event is, and why it is never lost
 //!
 //! An event is *acknowledged* when [`JobLog::append`] has returned it. Before returning, append
-//! has (1) written the whole line to the data file and then (2) written its index entry (for a
-//! log that has an index), each with `pwrite(2)` at an explicit offset. After a `write(2)` returns, the bytes are in the
-//! kernel's page cache: every other reader on the machine sees them, and they reach the disk
+//! has committed the row's `UPDATE` (SQLite writes it to the WAL) or, for a log in files, (1)
+//! written the whole line to the data file and then (2) written its index entry (for a log that
+//! has an index), each with `pwrite(2)` at an explicit offset. After a `write(2)` returns, the
+//! bytes are in the kernel's page cache: every other reader on the machine sees them, and they reach the disk
 //! even if the gateway process is killed the next instant (SIGKILL, panic, OOM). The gateway
 //! sends an event to clients only after append returned, so every event a client ever saw is in
 //! the log. On open, recovery keeps every complete line (rebuilding index entries the crash did
@@ -38,8 +52,8 @@
 //! that never returned.
 //!
 //! Power loss and kernel crashes are a different matter: the page cache is lost with the machine.
-//! Under [`crate::ExitSync::Inline`] (the default), [`JobLog::append`] fsyncs both files when it
-//! writes an `exit` event, so a finished job's whole log is on disk once its exit is
+//! Under [`crate::ExitSync::Inline`] (the default), [`JobLog::append`] fsyncs both files (or,
+//! for a log in its row, the database's WAL) when it writes an `exit` event, so a finished job's whole log is on disk once its exit is
 //! acknowledged; under [`crate::ExitSync::Batched`] that happens within the batch interval.
 //! [`JobLog::sync`] and [`crate::Store::sync_all`] do it on demand. Events of a still-running
 //! job written after the last sync may be lost to a power cut (recovery then truncates the log
@@ -49,7 +63,8 @@
 //! # Concurrency
 //!
 //! One writer per log: [`crate::Store::log`] hands out a shared [`JobLog`] and the state-dir lock
-//! keeps other processes out. Readers never lock anything. A reader first learns how many
+//! keeps other processes out. Readers of a log in files lock nothing; readers of a log in its
+//! row take the store's connection for one `SELECT`. A reader of files first learns how many
 //! events exist from the index length, then reads the data: since the data line is written before
 //! its index entry, every index entry a reader can see points at bytes that are already there.
 
