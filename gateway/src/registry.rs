@@ -54,7 +54,8 @@ struct ProviderState {
 #[derive(Default)]
 struct State {
     providers: BTreeMap<ProviderId, ProviderState>,
-    entries: BTreeMap<String, Entry>,
+    /// Shared with every call that resolves one (a `tools/call` holds its entry for its life).
+    entries: BTreeMap<String, Arc<Entry>>,
     search: Bm25,
     /// Registration problems (collisions), for `axp serve` logs and describe.
     problems: Vec<String>,
@@ -69,7 +70,7 @@ pub struct Registry {
 /// A tool resolved for a call.
 #[derive(Clone)]
 pub struct Resolved {
-    pub entry: Entry,
+    pub entry: Arc<Entry>,
     pub provider: DynProvider,
     pub available: bool,
     pub reason: Option<String>,
@@ -152,7 +153,7 @@ impl Registry {
     }
 
     /// Every entry (name order), filtered by `allow`.
-    pub fn entries(&self, allow: &dyn Fn(&str) -> bool) -> Vec<(Entry, bool)> {
+    pub fn entries(&self, allow: &dyn Fn(&str) -> bool) -> Vec<(Arc<Entry>, bool)> {
         let st = self.read();
         st.entries
             .values()
@@ -182,9 +183,9 @@ impl Registry {
         let keep = |e: &Entry| allow(&e.name) && provider.is_none_or(|p| e.provider.as_str() == p);
         let names: Vec<&Entry> = match query.map(str::trim).filter(|q| !q.is_empty()) {
             Some(q) => {
-                st.search.search(q).into_iter().filter_map(|(n, _)| st.entries.get(&n)).filter(|e| keep(e)).collect()
+                st.search.search(q).into_iter().filter_map(|(n, _)| st.entries.get(&n)).map(|e| &**e).filter(|e| keep(e)).collect()
             }
-            None => st.entries.values().filter(|e| keep(e)).collect(),
+            None => st.entries.values().map(|e| &**e).filter(|e| keep(e)).collect(),
         };
         let total = names.len();
         let tools = names
@@ -307,7 +308,7 @@ fn rebuild(st: &mut State) {
             *plain_count.entry(t.name.clone()).or_default() += 1;
         }
     }
-    let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
+    let mut entries: BTreeMap<String, Arc<Entry>> = BTreeMap::new();
     let mut problems = Vec::new();
     for (id, p) in &st.providers {
         for t in &p.tools {
@@ -331,7 +332,7 @@ fn rebuild(st: &mut State) {
             };
             entries.insert(
                 name.clone(),
-                Entry {
+                Arc::new(Entry {
                     signature: signature(&name, &t.input_schema, t.output_schema.as_ref()),
                     desc: first_line(&t.description),
                     name,
@@ -340,7 +341,7 @@ fn rebuild(st: &mut State) {
                     validator,
                     schema_error,
                     lint: p.lint.get(&t.name).cloned().unwrap_or_default(),
-                },
+                }),
             );
         }
     }
