@@ -6,7 +6,8 @@
 #   bench-ab.sh DIR_A DIR_B
 # where each DIR holds an `axp-egress-proxy` binary (copy one out of target/release before
 # changing the code); the fixture and client come from DIR_A. N (default 500) small GETs,
-# BIG (default 5) rounds of the 100 MiB download; AXP_THREADS as in bench.sh.
+# BIG (default 5) rounds of the 100 MiB download; AXP_THREADS as in bench.sh; ENV_A / ENV_B:
+# extra environment (VAR=value …) for proxy A / B.
 set -euo pipefail
 A=$(cd "$1" && pwd)
 B=$(cd "$2" && pwd)
@@ -26,14 +27,17 @@ DNS=$(sed -n 's/.*dns=\([^ ]*\).*/\1/p' "$WORK/fixture.out")
 ORIGIN=$(sed -n 's/.*http=\([^ ]*\).*/\1/p' "$WORK/fixture.out")
 PORT=${ORIGIN##*:}
 
-start_axp() { # DIR NAME
-  "$1/axp-egress-proxy" --threads "${AXP_THREADS:-1}" --listen 127.0.0.1:0 --allow bench.test --resolver "$DNS" \
+start_axp() { # DIR NAME ENV
+  env $3 "$1/axp-egress-proxy" --threads "${AXP_THREADS:-1}" --listen 127.0.0.1:0 --allow bench.test --resolver "$DNS" \
     --dangerously-allow-private 127.0.0.0/8 --audit "$WORK/$2-audit.jsonl" >"$WORK/$2.out" 2>"$WORK/$2.err" & PIDS+=($!)
   wait_line "$WORK/$2.out"
-  python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["listening"][0])' "$WORK/$2.out"
 }
-PA=$(start_axp "$A" a)
-PB=$(start_axp "$B" b)
+addr() { python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["listening"][0])' "$WORK/$1.out"; }
+# Not in a command substitution: a subshell's PIDS+= would be lost and the proxy left running.
+start_axp "$A" a "${ENV_A:-}"
+start_axp "$B" b "${ENV_B:-}"
+PA=$(addr a)
+PB=$(addr b)
 ROUTES=(direct "$PA" "$PB")
 NAMES=(direct A B)
 if command -v squid >/dev/null; then
