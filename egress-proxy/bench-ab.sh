@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A/B comparison of two builds of axp-egress-proxy in one run, for performance work: both
 # proxies (and squid, when installed) run side by side and the bench client interleaves every
-# route request by request (direct, A, B, squid, direct, …), so that other load on the machine
-# falls on all of them alike and A vs B is never compared across runs.
+# route request by request (direct, A, B, squid, direct, …, each round starting one route
+# later), so that other load on the machine falls on all of them alike and A vs B is never
+# compared across runs.
 #   bench-ab.sh DIR_A DIR_B
 # where each DIR holds an `axp-egress-proxy` binary (copy one out of target/release before
 # changing the code); the fixture and client come from DIR_A. N (default 500) small GETs,
