@@ -5,10 +5,11 @@
 //! grows to it from 16 KiB, as the proxy does), close. It exists
 //! only to show how much of the proxy's cost is the extra hop itself (two more sockets, two more
 //! copies, more wake-ups) rather than its checks; it must never be used as a proxy. Prints
-//! `relay=IP:PORT`. Usage: `bench_relay ORIGIN_ADDR [tokio]`; with `tokio` the same relay runs
-//! on a current-thread tokio runtime (task per connection, as the proxy does), which separates
-//! the cost of the runtime's readiness machinery (epoll registration, wake-ups) from the proxy's
-//! own work.
+//! `relay=IP:PORT`. Usage: `bench_relay ORIGIN_ADDR [tokio|threads]`; with `tokio` the same relay
+//! runs on a current-thread tokio runtime (task per connection, as the proxy does), which
+//! separates the cost of the runtime's readiness machinery (epoll registration, wake-ups) from
+//! the proxy's own work; with `threads` the response is copied by two threads (one reads the
+//! origin while the other writes the client), to see what overlapping the two sockets is worth.
 
 #![allow(clippy::unwrap_used)]
 
@@ -65,11 +66,39 @@ async fn on_tokio(origin: String) {
     }
 }
 
+/// Upstream → client with the reading and the writing on two threads and two 512 KiB buffers,
+/// so that one socket is read while the other is written (a single loop does one, then the
+/// other).
+fn copy_on_two_threads(u: &mut TcpStream, c: &TcpStream) {
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(1);
+    let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+    for _ in 0..2 {
+        empty_tx.send(vec![0u8; 512 * 1024]).unwrap();
+    }
+    let mut c = c.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        while let Ok((b, n)) = full_rx.recv() {
+            if c.write_all(&b[..n]).is_err() || empty_tx.send(b).is_err() {
+                break;
+            }
+        }
+    });
+    while let Ok(mut b) = empty_rx.recv() {
+        match u.read(&mut b) {
+            Ok(n) if n > 0 && full_tx.send((b, n)).is_ok() => {}
+            _ => break,
+        }
+    }
+    drop(full_tx);
+    let _ = writer.join();
+}
+
 fn main() {
     let origin = std::env::args().nth(1).unwrap();
     if std::env::args().nth(2).as_deref() == Some("tokio") {
         return tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(on_tokio(origin));
     }
+    let threads = std::env::args().nth(2).as_deref() == Some("threads");
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     println!("relay={}", l.local_addr().unwrap());
     let mut buf = vec![0u8; 512 * 1024];
@@ -89,12 +118,16 @@ fn main() {
         if u.write_all(req.as_bytes()).is_err() {
             continue;
         }
-        loop {
-            match u.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if c.write_all(&buf[..n]).is_err() {
-                        break;
+        if threads {
+            copy_on_two_threads(&mut u, &c);
+        } else {
+            loop {
+                match u.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if c.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
                     }
                 }
             }
