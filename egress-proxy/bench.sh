@@ -4,8 +4,11 @@
 #      latency, direct vs through axp-egress-proxy vs through squid (Debian) with an equivalent
 #      dstdomain allowlist; "added p50" = proxied p50 - direct p50.
 #   2. A 100 MiB download: MB/s direct vs through axp-egress-proxy (and squid for reference).
-# Routes are interleaved request by request (direct, axp, squid, direct, …) so that other load on
-# the machine falls on all three alike.
+# Both also run a fourth route, "floor": `bench_relay`, a bare relay on the same tokio runtime
+# with no checks, no resolver, no audit (never a proxy to use; it shows what the extra hop alone
+# costs on this machine). Routes are interleaved request by request (direct, axp, squid, floor,
+# direct, …), each round starting one route later, so that other load on the machine falls on
+# all of them alike and none always runs in the same place in the round.
 # Both proxies resolve `bench.test` themselves (axp via its own resolver against the fixture's
 # DNS server, squid via a hosts_file, since squid cannot use a DNS port other than 53); both
 # write an access/audit log. Requires: squid (apt-get install squid), python3.
@@ -58,23 +61,26 @@ CONF
 squid -N -f "$WORK/squid.conf" & PIDS+=($!)
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$SQPORT) 2>/dev/null && break; sleep 0.1; done
 SQUID=127.0.0.1:$SQPORT
+"$BIN/examples/bench_relay" "$ORIGIN" tokio >"$WORK/floor.out" & PIDS+=($!)
+wait_line "$WORK/floor.out"
+FLOOR=$(sed -n 's/relay=//p' "$WORK/floor.out")
 
-run() { "$BIN/examples/bench_client" "bench.test:$PORT" "$ORIGIN" "$1" "$2" direct "$AXP" "$SQUID"; }
+run() { "$BIN/examples/bench_client" "bench.test:$PORT" "$ORIGIN" "$1" "$2" direct "$AXP" "$SQUID" "$FLOOR"; }
 run /1k 50 >/dev/null   # warm-up (connections, resolver caches)
 SMALL=$(run /1k "$N")
-BIG=$(run /100m 5)
+BIG=$(run /100m 8)
 python3 - "$SMALL" "$BIG" <<'PY'
 import json, sys
 small = [json.loads(l) for l in sys.argv[1].splitlines()]
 big = [json.loads(l) for l in sys.argv[2].splitlines()]
-d, a, s = small
-print(f"1 KiB GETs: {d['requests']} rounds of (direct, axp, squid), each request on a fresh connection")
-for name, r in (("direct", d), ("axp", a), ("squid", s)):
+d, a, s, f = small
+print(f"1 KiB GETs: {d['requests']} rounds of (direct, axp, squid, floor), each request on a fresh connection")
+for name, r in (("direct", d), ("axp", a), ("squid", s), ("floor", f)):
     print(f"  {name:7} {r['req_per_s']:9.1f} req/s   p50 {r['p50_ms']:.3f} ms   p99 {r['p99_ms']:.3f} ms")
-print(f"  added p50: axp {a['p50_ms'] - d['p50_ms']:.3f} ms, squid {s['p50_ms'] - d['p50_ms']:.3f} ms")
-print(f"  req/s: axp / squid {a['req_per_s'] / s['req_per_s']:.2f}x, axp / direct {a['req_per_s'] / d['req_per_s']:.2f}")
-dd, da, ds = (r["mb_per_s"] for r in big)
+print(f"  added p50: axp {a['p50_ms'] - d['p50_ms']:.3f} ms, squid {s['p50_ms'] - d['p50_ms']:.3f} ms, floor {f['p50_ms'] - d['p50_ms']:.3f} ms")
+print(f"  req/s: axp / squid {a['req_per_s'] / s['req_per_s']:.2f}x, axp / direct {a['req_per_s'] / d['req_per_s']:.2f}, axp / floor {a['req_per_s'] / f['req_per_s']:.2f}")
+dd, da, ds, df = (r["mb_per_s"] for r in big)
 print(f"100 MiB download: {big[0]['requests']} rounds, interleaved")
-print(f"  direct {dd:8.1f} MB/s   axp {da:8.1f} MB/s   squid {ds:8.1f} MB/s")
-print(f"  throughput: axp / direct {da / dd:.2f}, squid / direct {ds / dd:.2f}")
+print(f"  direct {dd:8.1f} MB/s   axp {da:8.1f} MB/s   squid {ds:8.1f} MB/s   floor {df:8.1f} MB/s")
+print(f"  throughput: axp / direct {da / dd:.2f}, squid / direct {ds / dd:.2f}, floor / direct {df / dd:.2f}")
 PY

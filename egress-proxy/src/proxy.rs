@@ -380,6 +380,9 @@ async fn accept_backoff() {
     tokio::time::sleep(Duration::from_millis(20)).await;
 }
 
+/// Most bytes one [`Shared::read_more`] takes from the client.
+const READ_MORE: usize = 8192;
+
 /// A client connection of either kind.
 enum Conn {
     Tcp(TcpStream),
@@ -477,21 +480,25 @@ impl Shared {
         self.audit.record(rec);
     }
 
+    /// Appends what the client sends next (at most 8 KiB) to `buf`.
     async fn read_more<S: Io>(&self, s: &mut S, buf: &mut Vec<u8>) -> Result<usize, Refuse> {
-        let mut tmp = [0u8; 8192];
-        match tokio::time::timeout(self.cfg.idle_timeout, s.read(&mut tmp)).await {
+        // Read straight into the request buffer's spare capacity, at most 8 KiB a read. An 8 KiB
+        // array here instead lives inside every connection's future (it is held across the
+        // await), which made that future ~9.7 KiB, zeroed and moved (memset/memmove) on every
+        // connection; a profile of back-to-back 1 KiB GETs showed about half as many
+        // memmove+memset samples per request without it.
+        buf.reserve(READ_MORE);
+        let mut limited = (&mut *s).take(READ_MORE as u64);
+        match tokio::time::timeout(self.cfg.idle_timeout, limited.read_buf(buf)).await {
             Err(_) => Err(refuse("idle_timeout", "the client sent no complete request in time")),
             Ok(Err(e)) => Err(refuse("malformed", format!("read error: {e}"))),
             Ok(Ok(0)) => Err(refuse("malformed", "the client closed before a complete request")),
-            Ok(Ok(n)) => {
-                buf.extend_from_slice(&tmp[..n]);
-                Ok(n)
-            }
+            Ok(Ok(n)) => Ok(n),
         }
     }
 
     async fn handle_io<S: Io>(&self, mut s: S, permit: Option<OwnedSemaphorePermit>, rec: &mut AuditRecord) {
-        let mut buf = Vec::with_capacity(4096);
+        let mut buf = Vec::with_capacity(READ_MORE);
         let res = match self.read_more(&mut s, &mut buf).await {
             Err(r) => Err(r),
             Ok(_) if buf[0] == 5 => {

@@ -111,6 +111,76 @@ async fn an_idle_tunnel_is_closed() {
     assert_eq!(r["end"], "idle_timeout", "{r}");
 }
 
+/// An upstream that answers nothing useful: it sends `n` bytes one every `every`, then holds
+/// the connection open without a word until the other side closes it.
+async fn trickling_upstream(n: usize, every: Duration) -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind((UP_IP, 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        let Ok((mut s, _)) = l.accept().await else { return };
+        for _ in 0..n {
+            tokio::time::sleep(every).await;
+            if s.write_all(b".").await.is_err() {
+                return;
+            }
+        }
+        let mut sink = [0u8; 1024];
+        while matches!(s.read(&mut sink).await, Ok(k) if k > 0) {}
+    });
+    addr
+}
+
+/// The idle timeout counts from the last byte moved, not from the start: a response that
+/// trickles in for four times the timeout is relayed whole, and the connection is closed only
+/// once the upstream falls silent.
+#[tokio::test]
+async fn the_idle_timeout_waits_while_bytes_move_down_and_fires_after() {
+    let dns = Dns::start().await;
+    let up = trickling_upstream(12, Duration::from_millis(100)).await;
+    let mut cfg = config(&dns, GRANTS, &[], true);
+    cfg.idle_timeout = Duration::from_millis(300);
+    let p = TestProxy::start(cfg).await;
+    let mut s = TcpStream::connect(p.addr).await.unwrap();
+    let port = up.port();
+    let head = format!("GET http://allowed.test:{port}/ HTTP/1.1\r\nHost: allowed.test:{port}\r\n\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await.unwrap().unwrap();
+    assert_eq!(out, vec![b'.'; 12]);
+    let r = p.record(0).await;
+    assert_eq!(r["end"], "idle_timeout", "{r}");
+    assert_eq!(r["bytes_down"], 12, "{r}");
+    // 12 bytes 100 ms apart, then 300 ms of silence.
+    assert!(r["duration_ms"].as_u64().unwrap() >= 1400, "{r}");
+}
+
+/// The same for bytes the client sends up a tunnel while the upstream says nothing: the
+/// tunnel stays open as long as they keep coming, and closes normally when the client ends it.
+#[tokio::test]
+async fn the_idle_timeout_waits_while_bytes_move_up() {
+    let dns = Dns::start().await;
+    let up = trickling_upstream(0, Duration::ZERO).await;
+    let mut cfg = config(&dns, GRANTS, &[], true);
+    cfg.idle_timeout = Duration::from_millis(300);
+    let p = TestProxy::start(cfg).await;
+    let mut s = TcpStream::connect(p.addr).await.unwrap();
+    s.write_all(format!("CONNECT allowed.test:{} HTTP/1.1\r\n\r\n", up.port()).as_bytes()).await.unwrap();
+    let mut ok = [0u8; 39];
+    s.read_exact(&mut ok).await.unwrap();
+    assert!(ok.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&ok));
+    for _ in 0..12 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        s.write_all(b"x").await.unwrap();
+    }
+    s.shutdown().await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await.unwrap().unwrap();
+    let r = p.record(0).await;
+    assert_eq!(r["end"], "closed", "{r}");
+    assert_eq!((r["inner"].as_str(), r["bytes_up"].as_u64()), (Some("opaque"), Some(12)), "{r}");
+    assert!(r["duration_ms"].as_u64().unwrap() >= 1200, "{r}");
+}
+
 /// A proxy that cannot start leaves no socket file behind: not when its audit file cannot be
 /// opened (checked before anything is bound), and not when a later listener fails after an
 /// earlier one was bound (the bound ones are removed again).

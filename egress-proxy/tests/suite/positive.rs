@@ -183,3 +183,42 @@ async fn the_same_loopback_target_is_refused_without_the_waiver() {
     assert!(r["detail"].as_str().unwrap().contains("loopback"), "{r}");
     assert_eq!(up.seen.conns.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
+
+/// The request head is read in pieces of at most 8 KiB (and however the client splits it): a
+/// 20 KiB head that arrives in one write, and a head that dribbles in over several writes,
+/// both reach the upstream intact.
+#[tokio::test]
+async fn a_request_head_larger_than_one_read_or_split_over_writes_is_forwarded_whole() {
+    let dns = Dns::start().await;
+    let up = Upstream::start(UP_IP, 0, "plain").await;
+    let p = TestProxy::default_for(&dns).await;
+    let port = up.addr.port();
+    let big = "b".repeat(20 * 1024);
+    let head =
+        format!("GET http://allowed.test:{port}/big HTTP/1.1\r\nHost: allowed.test:{port}\r\nX-Big: {big}\r\n\r\n");
+    let mut s = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    assert!(out.ends_with(format!("/big host=allowed.test:{port}\n").as_bytes()), "{}", String::from_utf8_lossy(&out));
+
+    let head = format!("GET http://allowed.test:{port}/split HTTP/1.1\r\nHost: allowed.test:{port}\r\n\r\n");
+    let mut s = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    for piece in head.as_bytes().chunks(7) {
+        s.write_all(piece).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    assert!(
+        out.ends_with(format!("/split host=allowed.test:{port}\n").as_bytes()),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+
+    let seen = up.seen.raw.lock().unwrap();
+    let first = String::from_utf8_lossy(&seen[0]);
+    assert!(first.starts_with("GET /big HTTP/1.1\r\n") && first.contains(&format!("X-Big: {big}\r\n")), "{first}");
+    assert!(String::from_utf8_lossy(&seen[1]).starts_with("GET /split HTTP/1.1\r\n"));
+}

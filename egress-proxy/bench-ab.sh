@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A/B comparison of two builds of axp-egress-proxy in one run, for performance work: both
+# proxies (and squid, when installed) run side by side and the bench client interleaves every
+# route request by request (direct, A, B, squid, direct, …, each round starting one route
+# later), so that other load on the machine falls on all of them alike and A vs B is never
+# compared across runs.
+#   bench-ab.sh DIR_A DIR_B
+# where each DIR holds an `axp-egress-proxy` binary (copy one out of target/release before
+# changing the code); the fixture and client come from DIR_A. N (default 500) small GETs,
+# BIG (default 5) rounds of the 100 MiB download; AXP_THREADS as in bench.sh; ENV_A / ENV_B:
+# extra environment (VAR=value …) for proxy A / B.
+set -euo pipefail
+A=$(cd "$1" && pwd)
+B=$(cd "$2" && pwd)
+N=${N:-500}
+BIG=${BIG:-5}
+WORK=$(mktemp -d /tmp/axp-bench-ab.XXXXXX)
+chmod 777 "$WORK"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+wait_line() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done; echo "timeout waiting for $1" >&2; exit 1; }
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+"$A/bench_fixture" >"$WORK/fixture.out" & PIDS+=($!)
+wait_line "$WORK/fixture.out"
+DNS=$(sed -n 's/.*dns=\([^ ]*\).*/\1/p' "$WORK/fixture.out")
+ORIGIN=$(sed -n 's/.*http=\([^ ]*\).*/\1/p' "$WORK/fixture.out")
+PORT=${ORIGIN##*:}
+
+start_axp() { # DIR NAME ENV
+  env $3 "$1/axp-egress-proxy" --threads "${AXP_THREADS:-1}" --listen 127.0.0.1:0 --allow bench.test --resolver "$DNS" \
+    --dangerously-allow-private 127.0.0.0/8 --audit "$WORK/$2-audit.jsonl" >"$WORK/$2.out" 2>"$WORK/$2.err" & PIDS+=($!)
+  wait_line "$WORK/$2.out"
+}
+addr() { python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["listening"][0])' "$WORK/$1.out"; }
+# Not in a command substitution: a subshell's PIDS+= would be lost and the proxy left running.
+start_axp "$A" a "${ENV_A:-}"
+start_axp "$B" b "${ENV_B:-}"
+PA=$(addr a)
+PB=$(addr b)
+ROUTES=(direct "$PA" "$PB")
+NAMES=(direct A B)
+if command -v squid >/dev/null; then
+  SQPORT=$(free_port)
+  echo "127.0.0.2 bench.test" >"$WORK/hosts"
+  cat >"$WORK/squid.conf" <<CONF
+http_port 127.0.0.1:$SQPORT
+acl allowed dstdomain bench.test
+acl Safe_ports port $PORT
+http_access deny !Safe_ports
+http_access allow allowed
+http_access deny all
+hosts_file $WORK/hosts
+cache deny all
+access_log stdio:$WORK/squid-access.log
+cache_log $WORK/squid-cache.log
+pid_filename $WORK/squid.pid
+coredump_dir $WORK
+cache_effective_user proxy
+shutdown_lifetime 0 seconds
+CONF
+  squid -N -f "$WORK/squid.conf" & PIDS+=($!)
+  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$SQPORT) 2>/dev/null && break; sleep 0.1; done
+  ROUTES+=("127.0.0.1:$SQPORT")
+  NAMES+=(squid)
+fi
+run() { "$A/bench_client" "bench.test:$PORT" "$ORIGIN" "$1" "$2" "${ROUTES[@]:0:$3}"; }
+run /1k 50 "${#ROUTES[@]}" >/dev/null
+SMALL=$(run /1k "$N" "${#ROUTES[@]}")
+LARGE=$(run /100m "$BIG" 3)
+python3 - "$SMALL" "$LARGE" "${NAMES[*]}" <<'PY'
+import json, sys
+small = [json.loads(l) for l in sys.argv[1].splitlines()]
+big = [json.loads(l) for l in sys.argv[2].splitlines()]
+names = sys.argv[3].split()
+d = small[0]
+for n, r in zip(names, small):
+    print(f"  {n:7} {r['req_per_s']:9.1f} req/s  p50 {r['p50_ms']:.3f} ms (+{r['p50_ms'] - d['p50_ms']:.3f})  p99 {r['p99_ms']:.3f} ms")
+a, b = small[1], small[2]
+line = f"  req/s B/A {b['req_per_s'] / a['req_per_s']:.3f}"
+if len(small) > 3:
+    s = small[3]
+    line += f"   A/squid {a['req_per_s'] / s['req_per_s']:.2f}x   B/squid {b['req_per_s'] / s['req_per_s']:.2f}x"
+print(line)
+dd, da, db = (r["mb_per_s"] for r in big)
+print(f"  100 MiB: direct {dd:.0f}  A {da:.0f}  B {db:.0f} MB/s   A/direct {da / dd:.2f}  B/direct {db / dd:.2f}  B/A {db / da:.3f}")
+PY
