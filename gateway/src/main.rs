@@ -7,6 +7,12 @@
 // A binary crate: `pub` items are module-internal API, never exported.
 #![allow(unreachable_pub)]
 
+/// mimalloc rather than glibc's malloc: a tool call makes many small, short-lived allocations
+/// across tokio's worker threads, and glibc's allocator was 12-14 % of a busy gateway's CPU
+/// samples (`benches/README.md`).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod admission;
 mod cli;
 mod codemode;
