@@ -860,6 +860,18 @@ impl Shared {
         Ok(Some("opaque"))
     }
 
+    /// Writes all of `data` to `to`, or gives up with the connection's end reason: `"error"`, or
+    /// `"idle_timeout"` when the peer stops reading for the idle timeout (a write blocked on a
+    /// full socket moves no bytes, so it counts as idle; without this a client that never reads
+    /// would hold its connection, and a slot of the connection cap, for ever).
+    async fn write_within_idle<W: AsyncWrite + Unpin>(&self, to: &mut W, data: &[u8]) -> Result<(), &'static str> {
+        match tokio::time::timeout(self.cfg.idle_timeout, to.write_all(data)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err("error"),
+            Err(_) => Err("idle_timeout"),
+        }
+    }
+
     /// Moves bytes both ways until both sides are done, the idle timeout fires, the budget is
     /// spent, or the tunnel's first bytes fail their check.
     async fn pump<S: Io>(
@@ -924,8 +936,9 @@ impl Shared {
                     let n = self.charge(out.len() as u64);
                     rec.bytes_up += n;
                     metrics.bytes_up.fetch_add(n, Ordering::Relaxed);
-                    if up.write_all(&out[..n as usize]).await.is_err() {
-                        break "error";
+                    match self.write_within_idle(&mut up, &out[..n as usize]).await {
+                        Ok(()) => {}
+                        Err(end) => break end,
                     }
                     if n < out.len() as u64 {
                         break "byte_limit";
@@ -969,8 +982,8 @@ impl Shared {
                         let k = self.charge(n as u64);
                         rec.bytes_down += k;
                         metrics.bytes_down.fetch_add(k, Ordering::Relaxed);
-                        if client.write_all(&ubuf[..k as usize]).await.is_err() {
-                            break "error";
+                        if let Err(end) = self.write_within_idle(client, &ubuf[..k as usize]).await {
+                            break end;
                         }
                         if k < n as u64 {
                             break "byte_limit";

@@ -182,9 +182,14 @@ impl Registry {
         let st = self.read();
         let keep = |e: &Entry| allow(&e.name) && provider.is_none_or(|p| e.provider.as_str() == p);
         let names: Vec<&Entry> = match query.map(str::trim).filter(|q| !q.is_empty()) {
-            Some(q) => {
-                st.search.search(q).into_iter().filter_map(|(n, _)| st.entries.get(&n)).map(|e| &**e).filter(|e| keep(e)).collect()
-            }
+            Some(q) => st
+                .search
+                .search(q)
+                .into_iter()
+                .filter_map(|(n, _)| st.entries.get(&n))
+                .map(|e| &**e)
+                .filter(|e| keep(e))
+                .collect(),
             None => st.entries.values().map(|e| &**e).filter(|e| keep(e)).collect(),
         };
         let total = names.len();

@@ -181,6 +181,41 @@ async fn the_idle_timeout_waits_while_bytes_move_up() {
     assert!(r["duration_ms"].as_u64().unwrap() >= 1200, "{r}");
 }
 
+/// A client that stops reading while the upstream keeps sending: once the socket buffers are
+/// full the proxy's write to the client moves nothing, which counts as idle, so the tunnel is
+/// closed after the idle timeout instead of holding its connection (and a slot of the cap) for
+/// as long as the client likes.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_cut_after_the_idle_timeout() {
+    let dns = Dns::start().await;
+    let l = tokio::net::TcpListener::bind((UP_IP, 0)).await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let Ok((mut s, _)) = l.accept().await else { return };
+        let chunk = vec![b'z'; 64 << 10];
+        // Bounded: 256 MiB at most, far past any socket buffer, stops at the first error.
+        for _ in 0..4096 {
+            if s.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut cfg = config(&dns, GRANTS, &[], true);
+    cfg.idle_timeout = Duration::from_millis(300);
+    let p = TestProxy::start(cfg).await;
+    let mut s = TcpStream::connect(p.addr).await.unwrap();
+    s.write_all(format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+    let mut ok = [0u8; 39];
+    s.read_exact(&mut ok).await.unwrap();
+    assert!(ok.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&ok));
+    // Read nothing more; the record must come anyway.
+    let r =
+        tokio::time::timeout(Duration::from_secs(10), p.record(0)).await.expect("the stalled tunnel was never closed");
+    assert_eq!(r["end"], "idle_timeout", "{r}");
+    assert!(r["bytes_down"].as_u64().unwrap() > 0, "{r}");
+    drop(s);
+}
+
 /// A proxy that cannot start leaves no socket file behind: not when its audit file cannot be
 /// opened (checked before anything is bound), and not when a later listener fails after an
 /// earlier one was bound (the bound ones are removed again).

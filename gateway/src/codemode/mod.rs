@@ -69,7 +69,11 @@ pub fn start(
         .registry
         .entries(&|n| s.caps.allows_tool(n))
         .into_iter()
-        .map(|(e, _)| sdk::Tool { signature: e.signature.clone(), desc: e.spec.description.clone(), name: e.name.clone() })
+        .map(|(e, _)| sdk::Tool {
+            signature: e.signature.clone(),
+            desc: e.spec.description.clone(),
+            name: e.name.clone(),
+        })
         .collect();
     let grants: Vec<String> = s.caps.to_strings().into_iter().filter(|c| c.starts_with("tool(")).collect();
     let caps = CapabilitySet::parse_all(&grants).map_err(|_| RpcError::internal("a tool grant did not parse"))?;
