@@ -26,8 +26,7 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-wait_line() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done; echo "timeout waiting for $1" >&2; exit 1; }
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+. "$(dirname "$0")/bench-lib.sh"
 
 "$BIN/examples/bench_fixture" >"$WORK/fixture.out" & PIDS+=($!)
 wait_line "$WORK/fixture.out"
@@ -40,27 +39,7 @@ PORT=${ORIGIN##*:}
 wait_line "$WORK/axp.out"
 AXP=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["listening"][0])' "$WORK/axp.out")
 
-SQPORT=$(free_port)
-echo "127.0.0.2 bench.test" >"$WORK/hosts"
-cat >"$WORK/squid.conf" <<CONF
-http_port 127.0.0.1:$SQPORT
-acl allowed dstdomain bench.test
-acl Safe_ports port $PORT
-http_access deny !Safe_ports
-http_access allow allowed
-http_access deny all
-hosts_file $WORK/hosts
-cache deny all
-access_log stdio:$WORK/squid-access.log
-cache_log $WORK/squid-cache.log
-pid_filename $WORK/squid.pid
-coredump_dir $WORK
-cache_effective_user proxy
-shutdown_lifetime 0 seconds
-CONF
-squid -N -f "$WORK/squid.conf" & PIDS+=($!)
-for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$SQPORT) 2>/dev/null && break; sleep 0.1; done
-SQUID=127.0.0.1:$SQPORT
+start_squid "$PORT"
 "$BIN/examples/bench_relay" "$ORIGIN" tokio >"$WORK/floor.out" & PIDS+=($!)
 wait_line "$WORK/floor.out"
 FLOOR=$(sed -n 's/relay=//p' "$WORK/floor.out")
