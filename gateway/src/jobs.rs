@@ -164,13 +164,16 @@ impl EventSink for LogSink {
             self.live.cancel.cancel();
             return;
         }
-        append(&self.log, &self.live, &self.job_id, event);
+        append(&self.log, &self.live, &self.job_id, event, true);
     }
 }
 
-/// Appends to the durable log, then to the job's in-memory tail, then wakes watchers. `false`
-/// if the log refused the event (it was dropped, loudly).
-fn append(log: &JobLog, live: &Live, job_id: &str, event: JobEventKind) -> bool {
+/// Appends to the durable log, then to the job's in-memory tail, then (with `wake`) wakes
+/// watchers. `false` if the log refused the event (it was dropped, loudly). An event appended
+/// without `wake` is durable and readable at once; watchers hear of it with the next woken
+/// append (a tool call's result goes out with its exit: one wake-up of the waiting request
+/// instead of two).
+fn append(log: &JobLog, live: &Live, job_id: &str, event: JobEventKind, wake: bool) -> bool {
     let mut recent = lock(&live.recent);
     match log.append(event) {
         Ok(ev) => {
@@ -183,7 +186,9 @@ fn append(log: &JobLog, live: &Live, job_id: &str, event: JobEventKind) -> bool 
                 }
             }
             drop(recent);
-            live.next_seq.send_replace(next);
+            if wake {
+                live.next_seq.send_replace(next);
+            }
             true
         }
         // The log is the source of truth; if it cannot be written the event cannot be
@@ -334,9 +339,14 @@ impl Jobs {
                     }
                 });
             }
+            // A tool's result, appended right before its exit (see below).
+            let mut result = None;
             let exit = match work {
                 Work::Tool { resolved, arguments, cwd } => {
-                    run_tool(*resolved, arguments, cwd, &job_id, sink.clone(), live.clone(), cancel).await
+                    let (output, exit) =
+                        run_tool(*resolved, arguments, cwd, &job_id, sink.clone(), live.clone(), cancel).await;
+                    result = output;
+                    exit
                 }
                 Work::Command { spec, launcher } => {
                     run_command(spec, launcher, sink.clone(), live.clone(), stdin_rx, cancel).await
@@ -372,6 +382,10 @@ impl Jobs {
             if let (Some(w), false) = (this.writes.clone(), before.is_empty()) {
                 let (id, session) = (job_id.clone(), live.session_id.clone());
                 let _ = tokio::task::spawn_blocking(move || w.record(&id, &session, &before)).await;
+            }
+            if let Some(output) = result {
+                // Woken with the exit that follows at once (see `append`).
+                append(&sink.log, &sink.live, &job_id, JobEventKind::Result { output }, false);
             }
             this.finish(&job_id, &sink, exit);
         });
@@ -478,11 +492,14 @@ impl Jobs {
             // Appending the exit records the job's end with it (one statement while the log is
             // in the job's row). Only if that failed is the end recorded on its own, so the
             // record does not say `running` until the next restart.
-            if !append(&sink.log, &sink.live, job_id, exit.clone())
-                && let Err(e) =
+            if !append(&sink.log, &sink.live, job_id, exit.clone(), true) {
+                // Watchers still hear of what was appended without a wake-up before it.
+                sink.live.next_seq.send_replace(sink.log.next_seq());
+                if let Err(e) =
                     self.store.set_job_state(job_id, *state, *code, signal.clone(), error.clone(), Some(now_ms()))
-            {
-                tracing::error!(job = job_id, error = %e, "cannot record the job's end");
+                {
+                    tracing::error!(job = job_id, error = %e, "cannot record the job's end");
+                }
             }
         }
         if let Some(live) = lock(&self.live).remove(job_id) {
@@ -605,7 +622,7 @@ impl Jobs {
     /// Appends an event to a running job's log from outside its runner; false if it has ended.
     pub fn emit(&self, job_id: &str, event: JobEventKind) -> bool {
         let Some(l) = lock(&self.live).get(job_id).cloned() else { return false };
-        append(&l.log, &l, job_id, event);
+        append(&l.log, &l, job_id, event, true);
         true
     }
 
@@ -745,7 +762,7 @@ async fn run_tool(
     sink: Arc<LogSink>,
     live: Arc<Live>,
     cancel: CancellationToken,
-) -> JobEventKind {
+) -> (Option<ToolOutput>, JobEventKind) {
     let call = ToolCall {
         tool: resolved.entry.spec.name.clone(),
         arguments,
@@ -754,24 +771,34 @@ async fn run_tool(
     let result = resolved.provider.call(call, sink.clone(), cancel.clone()).await;
     match result {
         Ok(output) => {
-            let is_error = output.is_error;
-            sink.emit(JobEventKind::Result { output });
-            JobEventKind::Exit { state: JobState::Exited, code: Some(i32::from(is_error)), signal: None, error: None }
+            let exit = JobEventKind::Exit {
+                state: JobState::Exited,
+                code: Some(i32::from(output.is_error)),
+                signal: None,
+                error: None,
+            };
+            (Some(output), exit)
         }
-        Err(ProviderError::Cancelled) => JobEventKind::Exit {
-            state: JobState::Killed,
-            code: None,
-            signal: Some(live.stop_reason().into()),
-            error: None,
-        },
+        Err(ProviderError::Cancelled) => (
+            None,
+            JobEventKind::Exit {
+                state: JobState::Killed,
+                code: None,
+                signal: Some(live.stop_reason().into()),
+                error: None,
+            },
+        ),
         Err(e) => {
             let rpc = provider_error_to_rpc(&e);
-            JobEventKind::Exit {
-                state: JobState::Failed,
-                code: None,
-                signal: None,
-                error: serde_json::to_value(rpc).ok(),
-            }
+            (
+                None,
+                JobEventKind::Exit {
+                    state: JobState::Failed,
+                    code: None,
+                    signal: None,
+                    error: serde_json::to_value(rpc).ok(),
+                },
+            )
         }
     }
 }
