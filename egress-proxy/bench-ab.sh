@@ -14,18 +14,9 @@ A=$(cd "$1" && pwd)
 B=$(cd "$2" && pwd)
 N=${N:-500}
 BIG=${BIG:-5}
-WORK=$(mktemp -d /tmp/axp-bench-ab.XXXXXX)
-chmod 777 "$WORK"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
 . "$(dirname "$0")/bench-lib.sh"
-
-"$A/bench_fixture" >"$WORK/fixture.out" & PIDS+=($!)
-wait_line "$WORK/fixture.out"
-DNS=$(sed -n 's/.*dns=\([^ ]*\).*/\1/p' "$WORK/fixture.out")
-ORIGIN=$(sed -n 's/.*http=\([^ ]*\).*/\1/p' "$WORK/fixture.out")
-PORT=${ORIGIN##*:}
+bench_workdir axp-bench-ab
+start_fixture "$A"
 
 start_axp() { # DIR NAME ENV
   env $3 "$1/axp-egress-proxy" --threads "${AXP_THREADS:-1}" --listen 127.0.0.1:0 --allow bench.test --resolver "$DNS" \

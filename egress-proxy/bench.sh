@@ -20,19 +20,9 @@ N=${N:-500}
 command -v squid >/dev/null || { echo "squid is not installed: apt-get install squid" >&2; exit 1; }
 (cd "$ROOT" && cargo build --release -q -p axp-egress-proxy --bins --examples)
 BIN=$CARGO_TARGET_DIR/release
-WORK=$(mktemp -d /tmp/axp-bench.XXXXXX)
-chmod 777 "$WORK"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-
 . "$(dirname "$0")/bench-lib.sh"
-
-"$BIN/examples/bench_fixture" >"$WORK/fixture.out" & PIDS+=($!)
-wait_line "$WORK/fixture.out"
-DNS=$(sed -n 's/.*dns=\([^ ]*\).*/\1/p' "$WORK/fixture.out")
-ORIGIN=$(sed -n 's/.*http=\([^ ]*\).*/\1/p' "$WORK/fixture.out")
-PORT=${ORIGIN##*:}
+bench_workdir axp-bench
+start_fixture "$BIN/examples"
 
 "$BIN/axp-egress-proxy" --threads "${AXP_THREADS:-1}" --listen 127.0.0.1:0 --allow bench.test --resolver "$DNS" \
   --dangerously-allow-private 127.0.0.0/8 --audit "$WORK/axp-audit.jsonl" >"$WORK/axp.out" 2>"$WORK/axp.err" & PIDS+=($!)

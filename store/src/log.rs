@@ -204,9 +204,9 @@ pub(crate) struct Shared {
 
 /// Where a log's events are written.
 enum Place {
-    /// In the job's row, while the log is small (decision 0006): `ends` holds where each line
-    /// ends in the row's text, `len` its length.
-    Row { ends: Vec<u64>, len: u64 },
+    /// In the job's row, while the log is small (decision 0006): where each line ends in the
+    /// row's text (the last one is its length).
+    Row { ends: Vec<u64> },
     /// In the job's files.
     Files(Files),
 }
@@ -349,7 +349,7 @@ impl JobLog {
             Some(text) => {
                 let ends = row_ends(&text, job_id, &shared.db_path)?;
                 let n = ends.len() as u64;
-                (Place::Row { ends, len: text.len() as u64 }, n)
+                (Place::Row { ends }, n)
             }
             None => open_files(jobs_dir, &paths, job_id)?,
         };
@@ -403,34 +403,31 @@ impl JobLog {
             return Err(StoreError::EventTooLarge { job_id: inner.job_id.clone(), bytes, max: MAX_EVENT_BYTES });
         }
         let end = rowlog::End::of(&event.kind, event.ts_ms)?;
-        let mut recorded = Ok(());
+        // Whether the statement that wrote the event also recorded the job's end.
+        let mut end_recorded = false;
         match &mut w.place {
-            Place::Row { ends, len } => {
-                let stop = *len + w.buf.len() as u64;
+            Place::Row { ends } => {
+                let stop = ends.last().copied().unwrap_or(0) + w.buf.len() as u64;
                 if outgrows_small(seq + 1, stop) {
                     let mut all = std::mem::take(ends);
                     all.push(stop);
                     let files = inner.move_to_files(&w.buf, &all)?;
                     w.place = Place::Files(files);
-                    if let Some(e) = &end {
-                        recorded = rowlog::record_end(&inner.shared.db, &inner.job_id, e);
-                    }
                 } else {
                     // encode() writes serde_json output, which is always UTF-8.
                     let line =
                         std::str::from_utf8(&w.buf).map_err(|e| StoreError::corrupt(&paths.data, e.to_string()))?;
                     rowlog::append(&inner.shared.db, &inner.job_id, line, end.as_ref())?;
                     ends.push(stop);
-                    *len = stop;
+                    end_recorded = true;
                 }
             }
-            Place::Files(f) => {
-                inner.append_to_files(f, &w.buf, seq)?;
-                if let Some(e) = &end {
-                    recorded = rowlog::record_end(&inner.shared.db, &inner.job_id, e);
-                }
-            }
+            Place::Files(f) => inner.append_to_files(f, &w.buf, seq)?,
         }
+        let recorded = match &end {
+            Some(e) if !end_recorded => rowlog::record_end(&inner.shared.db, &inner.job_id, e),
+            _ => Ok(()),
+        };
         // From here on the event is visible to readers, so it is committed even if the sync
         // below fails: rolling it back could let a reader see two different events with one seq.
         w.next_seq = seq + 1;
@@ -986,9 +983,8 @@ impl LogReader {
         }
         if !self.in_files && self.index.is_none() {
             let db = self.db.upgrade().ok_or_else(|| StoreError::Closed { job_id: self.job_id.clone() })?;
-            match rowlog::load(&db, &self.job_id)? {
-                Some(text) => return Ok(Found::Row(text)),
-                None => self.in_files = true,
+            if let Some(text) = rowlog::load(&db, &self.job_id)? {
+                return Ok(Found::Row(text));
             }
             // Moved since the check above? Then the index is there now.
             self.index = open_ro(&self.paths.index)?;
