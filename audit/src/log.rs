@@ -91,6 +91,16 @@ struct Inner {
     recovery: Option<Recovery>,
     /// The background fsync thread's signal, under [`Durability::Interval`].
     flusher: Option<Arc<Flusher>>,
+}
+
+/// Shared by every [`AuditLog`] clone but not by the background thread, so dropping the last
+/// clone runs [`Owner`]'s `Drop` on the dropping thread, before `drop` returns: whatever was
+/// written is durable and `LOCK` is released by then. (When the background thread held a strong
+/// handle to the log, a drop that raced its wake-up left the final sync and the lock to that
+/// thread, after `drop` had returned.)
+struct Owner {
+    inner: Arc<Inner>,
+    /// Released after the final sync (fields drop after `Drop::drop`).
     _lock: File,
 }
 
@@ -101,25 +111,27 @@ struct Flusher {
     wake: std::sync::Condvar,
 }
 
-impl Drop for Inner {
+impl Drop for Owner {
     fn drop(&mut self) {
-        if let Some(f) = &self.flusher {
+        if let Some(f) = &self.inner.flusher {
             lock(&f.state).1 = true;
             f.wake.notify_all();
             // The last handle is going away: make everything written durable now rather than
-            // leave it to a thread that is about to stop.
-            let next = lock(&self.writer).next_seq;
+            // leave it to a thread that is about to stop. A sync the thread is in the middle of
+            // holds the sync lock, so this waits for it and then finds its records covered.
+            let next = lock(&self.inner.writer).next_seq;
             if next > 0 {
-                let _ = sync_inner(self, next - 1);
+                let _ = sync_inner(&self.inner, next - 1);
             }
         }
     }
 }
 
 /// The background fsync loop: sleeps until an append marks the log dirty, waits `interval` so
-/// one fsync covers every append in it, then syncs. Holds only a weak handle, so it never keeps
-/// the log (and its `LOCK`) alive.
-fn flush_loop(inner: std::sync::Weak<Inner>, flusher: Arc<Flusher>, interval: Duration) {
+/// one fsync covers every append in it, then syncs. It holds the shared state but not the
+/// [`Owner`], so it never keeps `LOCK` held; it stops when the last [`AuditLog`] is dropped,
+/// and a sync after that finds nothing unsynced (no handle is left to append).
+fn flush_loop(inner: Arc<Inner>, flusher: Arc<Flusher>, interval: Duration) {
     loop {
         {
             let mut st = lock(&flusher.state);
@@ -132,7 +144,6 @@ fn flush_loop(inner: std::sync::Weak<Inner>, flusher: Arc<Flusher>, interval: Du
         }
         std::thread::sleep(interval);
         lock(&flusher.state).0 = false;
-        let Some(inner) = inner.upgrade() else { return };
         let next = lock(&inner.writer).next_seq;
         if next > 0
             && let Err(e) = sync_inner(&inner, next - 1)
@@ -147,6 +158,7 @@ fn flush_loop(inner: std::sync::Weak<Inner>, flusher: Arc<Flusher>, interval: Du
 #[derive(Clone)]
 pub struct AuditLog {
     inner: Arc<Inner>,
+    _owner: Arc<Owner>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -318,31 +330,29 @@ impl AuditLog {
         };
         let flusher =
             interval.map(|_| Arc::new(Flusher { state: Mutex::new((false, false)), wake: std::sync::Condvar::new() }));
-        let log = AuditLog {
-            inner: Arc::new(Inner {
-                dir: dir.to_path_buf(),
-                options,
-                flusher: flusher.clone(),
-                writer: Mutex::new(Writer {
-                    file: Arc::new(file),
-                    path: seg_path,
-                    segment_bytes,
-                    next_seq,
-                    last_hash,
-                    broken: None,
-                }),
-                synced: Mutex::new(SyncState { count: next_seq, head: head_file }),
-                recovery: recovery.clone(),
-                _lock: lock_file,
+        let inner = Arc::new(Inner {
+            dir: dir.to_path_buf(),
+            options,
+            flusher: flusher.clone(),
+            writer: Mutex::new(Writer {
+                file: Arc::new(file),
+                path: seg_path,
+                segment_bytes,
+                next_seq,
+                last_hash,
+                broken: None,
             }),
-        };
+            synced: Mutex::new(SyncState { count: next_seq, head: head_file }),
+            recovery: recovery.clone(),
+        });
         if let (Some(f), Some(interval)) = (flusher, interval) {
-            let weak = Arc::downgrade(&log.inner);
+            let shared = inner.clone();
             std::thread::Builder::new()
                 .name("axp-audit-sync".into())
-                .spawn(move || flush_loop(weak, f, interval))
+                .spawn(move || flush_loop(shared, f, interval))
                 .map_err(io_at(dir))?;
         }
+        let log = AuditLog { inner: inner.clone(), _owner: Arc::new(Owner { inner, _lock: lock_file }) };
         if let Some(r) = recovery {
             log.append(
                 Kind::AuditRecovered,

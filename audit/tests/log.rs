@@ -406,3 +406,33 @@ fn interval_durability_acknowledges_written_records_and_anchors_them_in_the_back
     assert_eq!(again.next_seq(), 13);
     again.sync().unwrap();
 }
+
+#[test]
+fn dropping_the_last_handle_syncs_and_unlocks_before_drop_returns_even_while_the_flusher_runs() {
+    // The background thread wakes every millisecond here, so drops land in all of its phases:
+    // asleep, mid-sync, and between waking and syncing. Each must leave every record anchored
+    // in HEAD and LOCK free when `drop` returns, not some moment later.
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        durability: Durability::Interval(Duration::from_millis(1)),
+        lock_wait: Duration::ZERO,
+        ..Options::default()
+    };
+    let mut expected = 0;
+    for round in 0..200u64 {
+        let log = AuditLog::open_with(dir.path(), options.clone()).unwrap();
+        let n = 1 + round % 4;
+        fill(&log, n);
+        expected += n;
+        if round % 3 == 0 {
+            std::thread::sleep(Duration::from_micros(round * 10 % 1500));
+        }
+        drop(log);
+        let report = verify(dir.path()).unwrap();
+        assert_eq!(
+            (report.records, report.unanchored, report.head.map(|h| h.seq)),
+            (expected, 0, Some(expected - 1)),
+            "round {round}"
+        );
+    }
+}
