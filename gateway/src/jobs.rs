@@ -14,7 +14,7 @@ use std::time::Duration;
 use axp_protocol::methods::{JobEvent, JobEventKind, JobState};
 use axp_protocol::{ErrorCode, RpcError, ToolCall, ToolOutput};
 use axp_providers::{CancellationToken, EventSink, Launcher, ProcessSpec, ProviderError};
-use axp_store::{Created, JobLog, JobRecord, Store};
+use axp_store::{JobLog, JobRecord, Started, Store};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
@@ -164,40 +164,35 @@ impl EventSink for LogSink {
             self.live.cancel.cancel();
             return;
         }
-        append(&self.log, &self.live, &self.job_id, event, true);
+        append(&self.log, &self.live, &self.job_id, vec![event]);
     }
 }
 
-/// Appends to the durable log, then to the job's in-memory tail, then (with `wake`) wakes
-/// watchers. `false` if the log refused the event (it was dropped, loudly). An event appended
-/// without `wake` is durable and readable at once; watchers hear of it with the next woken
-/// append (a tool call's result goes out with its exit: one wake-up of the waiting request
-/// instead of two).
-fn append(log: &JobLog, live: &Live, job_id: &str, event: JobEventKind, wake: bool) -> bool {
+/// Appends `events` to the durable log (a tool's result and its exit in one statement, see
+/// [`JobLog::append_all`]), then to the job's in-memory tail, then wakes watchers once for all
+/// of them. `false` if the log refused any (what it refused was dropped, loudly: the log is the
+/// source of truth, so an event it cannot hold cannot be promised to anyone).
+fn append(log: &JobLog, live: &Live, job_id: &str, events: Vec<JobEventKind>) -> bool {
+    let wanted = events.len();
     let mut recent = lock(&live.recent);
-    match log.append(event) {
-        Ok(ev) => {
-            let next = ev.seq + 1;
-            recent.bytes += event_bytes(&ev);
-            recent.events.push_back(ev);
-            while recent.events.len() > RECENT_EVENTS || (recent.bytes > RECENT_BYTES && recent.events.len() > 1) {
-                if let Some(old) = recent.events.pop_front() {
-                    recent.bytes -= event_bytes(&old);
-                }
-            }
-            drop(recent);
-            if wake {
-                live.next_seq.send_replace(next);
-            }
-            true
-        }
-        // The log is the source of truth; if it cannot be written the event cannot be
-        // promised to anyone, so it is dropped loudly rather than sent undurably.
-        Err(e) => {
-            tracing::error!(job = %job_id, error = %e, "cannot append to the job log");
-            false
+    let (appended, error) = log.append_all(events);
+    if let Some(e) = &error {
+        tracing::error!(job = %job_id, error = %e, "cannot append to the job log");
+    }
+    let Some(next) = appended.last().map(|ev| ev.seq + 1) else { return false };
+    let all = appended.len() == wanted;
+    for ev in appended {
+        recent.bytes += event_bytes(&ev);
+        recent.events.push_back(ev);
+    }
+    while recent.events.len() > RECENT_EVENTS || (recent.bytes > RECENT_BYTES && recent.events.len() > 1) {
+        if let Some(old) = recent.events.pop_front() {
+            recent.bytes -= event_bytes(&old);
         }
     }
+    drop(recent);
+    live.next_seq.send_replace(next);
+    all
 }
 
 #[derive(Clone)]
@@ -280,11 +275,10 @@ impl Jobs {
         work: Work,
     ) -> Result<(JobRecord, bool), RpcError> {
         let rec = new_record(&id, session_id, kind, spec, JobState::Running, idempotency_key);
-        match self.store.create_job(&rec).map_err(|e| internal("recording a job", e))? {
-            Created::Existing(existing) => return Ok((existing, false)),
-            Created::New => {}
-        }
-        let log = self.store.log(&id).map_err(|e| internal("opening a job log", e))?;
+        let log = match self.store.start_job(&rec).map_err(|e| internal("recording a job", e))? {
+            Started::Existing(existing) => return Ok((existing, false)),
+            Started::New(log) => log,
+        };
         // A command job's stdin accepts writes from the moment its id is returned; what arrives
         // before the process has started is queued, not refused.
         let (stdin_tx, stdin_rx) = match &work {
@@ -383,11 +377,7 @@ impl Jobs {
                 let (id, session) = (job_id.clone(), live.session_id.clone());
                 let _ = tokio::task::spawn_blocking(move || w.record(&id, &session, &before)).await;
             }
-            if let Some(output) = result {
-                // Woken with the exit that follows at once (see `append`).
-                append(&sink.log, &sink.live, &job_id, JobEventKind::Result { output }, false);
-            }
-            this.finish(&job_id, &sink, exit);
+            this.finish(&job_id, &sink, result, exit);
         });
     }
 
@@ -405,11 +395,10 @@ impl Jobs {
     ) -> Result<JobRecord, RpcError> {
         let id = self.new_id();
         let rec = new_record(&id, session_id, kind, spec, JobState::AwaitingApproval, idempotency_key);
-        match self.store.create_job(&rec).map_err(|e| internal("recording a job", e))? {
-            Created::Existing(existing) => return Ok(existing),
-            Created::New => {}
-        }
-        let log = self.store.log(&id).map_err(|e| internal("opening a job log", e))?;
+        let log = match self.store.start_job(&rec).map_err(|e| internal("recording a job", e))? {
+            Started::Existing(existing) => return Ok(existing),
+            Started::New(log) => log,
+        };
         let ev = log
             .append(JobEventKind::Log { level: "approval".into(), data: request })
             .map_err(|e| internal("writing a job log", e))?;
@@ -477,29 +466,33 @@ impl Jobs {
         self.finish(
             job_id,
             &sink,
+            None,
             JobEventKind::Exit { state, code: None, signal: None, error: serde_json::to_value(error).ok() },
         );
         Ok(())
     }
 
-    fn finish(&self, job_id: &str, sink: &LogSink, mut exit: JobEventKind) {
+    /// Appends a job's last events (a tool's result, then the exit) and retires its live entry.
+    fn finish(&self, job_id: &str, sink: &LogSink, result: Option<ToolOutput>, mut exit: JobEventKind) {
         if let JobEventKind::Exit { error, .. } = &mut exit
             && sink.live.over_quota.load(std::sync::atomic::Ordering::SeqCst)
         {
             *error = serde_json::to_value(self.quotas.output_exceeded()).ok();
         }
         if let JobEventKind::Exit { state, code, signal, error } = &exit {
-            // Appending the exit records the job's end with it (one statement while the log is
-            // in the job's row). Only if that failed is the end recorded on its own, so the
-            // record does not say `running` until the next restart.
-            if !append(&sink.log, &sink.live, job_id, exit.clone(), true) {
-                // Watchers still hear of what was appended without a wake-up before it.
-                sink.live.next_seq.send_replace(sink.log.next_seq());
-                if let Err(e) =
+            // Appending the exit records the job's end with it (in the same statement as the
+            // result while the log is in the job's row). Only if that failed is the end recorded
+            // on its own, so the record does not say `running` until the next restart.
+            let mut last = Vec::with_capacity(2);
+            if let Some(output) = result {
+                last.push(JobEventKind::Result { output });
+            }
+            last.push(exit.clone());
+            if !append(&sink.log, &sink.live, job_id, last)
+                && let Err(e) =
                     self.store.set_job_state(job_id, *state, *code, signal.clone(), error.clone(), Some(now_ms()))
-                {
-                    tracing::error!(job = job_id, error = %e, "cannot record the job's end");
-                }
+            {
+                tracing::error!(job = job_id, error = %e, "cannot record the job's end");
             }
         }
         if let Some(live) = lock(&self.live).remove(job_id) {
@@ -622,7 +615,7 @@ impl Jobs {
     /// Appends an event to a running job's log from outside its runner; false if it has ended.
     pub fn emit(&self, job_id: &str, event: JobEventKind) -> bool {
         let Some(l) = lock(&self.live).get(job_id).cloned() else { return false };
-        append(&l.log, &l, job_id, event, true);
+        append(&l.log, &l, job_id, vec![event]);
         true
     }
 

@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Result, Store, StoreError, from_sql_int, to_sql_int};
+use crate::{JobLog, Result, Store, StoreError, from_sql_int, to_sql_int};
 
 /// One job as the gateway started it, and its outcome once known.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +49,19 @@ pub enum Created {
     New,
     /// The session already has a job with this idempotency key; here it is, and nothing was
     /// inserted. The caller must not start anything.
+    Existing(JobRecord),
+}
+
+/// What [`Store::start_job`] did.
+#[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "returned once per job.start and matched at once, never stored in bulk; boxing would only add an allocation"
+)]
+pub enum Started {
+    /// The record was inserted; here is its (empty) log to run the job with.
+    New(JobLog),
+    /// The session already has a job with this idempotency key; nothing was inserted.
     Existing(JobRecord),
 }
 
@@ -110,6 +123,16 @@ impl Store {
             ended_ms: raw.ended_ms.map(from_sql_int),
             idempotency_key: raw.idempotency_key,
         })
+    }
+
+    /// [`Store::create_job`], and for a new job its log, ready for appending. Cheaper than
+    /// `create_job` then [`Store::log`]: the log of a row inserted just now is known to be empty
+    /// and in the row, so nothing is read back.
+    pub fn start_job(&self, job: &JobRecord) -> Result<Started> {
+        match self.create_job(job)? {
+            Created::New => Ok(Started::New(self.fresh_log(&job.id)?)),
+            Created::Existing(existing) => Ok(Started::Existing(existing)),
+        }
     }
 
     /// Records a new job, atomically with respect to its idempotency key: if the session already

@@ -55,7 +55,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub use error::StoreError;
-pub use jobs::{Created, JobRecord};
+pub use jobs::{Created, JobRecord, Started};
 pub use log::{JobLog, LogReader};
 pub use sessions::SessionRecord;
 
@@ -324,9 +324,13 @@ impl Store {
         &self.inner.db_path
     }
 
-    /// A fresh id for a new job: `j_` and 32 hex digits of a random UUID.
+    /// A fresh id for a new job: `j_` and the 32 hex digits of a UUIDv7 (a millisecond
+    /// timestamp, then 74 random bits). Time-ordered rather than wholly random (v4) so a new
+    /// job's primary-key entry lands at the right edge of the index, the page the previous insert
+    /// dirtied, instead of on a random leaf; 74 random bits still make ids unguessable, and a
+    /// job is only reachable from its own session anyway.
     pub fn new_job_id(&self) -> String {
-        format!("j_{}", uuid::Uuid::new_v4().simple())
+        format!("j_{}", uuid::Uuid::now_v7().simple())
     }
 
     /// Opens the log of job `job_id` for appending, creating it if it does not exist and
@@ -335,11 +339,20 @@ impl Store {
     /// log never has two writers in one process (and the state-directory lock rules out two
     /// processes).
     pub fn log(&self, job_id: &str) -> Result<JobLog> {
+        self.log_with(job_id, JobLog::open)
+    }
+
+    /// [`Store::log`] for a job [`Store::start_job`] has just inserted.
+    pub(crate) fn fresh_log(&self, job_id: &str) -> Result<JobLog> {
+        self.log_with(job_id, JobLog::fresh)
+    }
+
+    fn log_with(&self, job_id: &str, open: fn(&Path, &str, log::Shared) -> Result<JobLog>) -> Result<JobLog> {
         let mut logs = lock(&self.inner.logs);
         if let Some(live) = logs.get(job_id).and_then(Weak::upgrade) {
             return Ok(JobLog::from_inner(live));
         }
-        let opened = JobLog::open(
+        let opened = open(
             &self.inner.jobs_dir,
             job_id,
             log::Shared {

@@ -353,6 +353,17 @@ impl JobLog {
             }
             None => open_files(jobs_dir, &paths, job_id)?,
         };
+        Self::with(job_id, paths, shared, place, next_seq)
+    }
+
+    /// The log of a job whose row was inserted just now with an empty log (`''`): no files can
+    /// exist for it, so this skips [`JobLog::open`]'s row read and index lookup.
+    pub(crate) fn fresh(jobs_dir: &Path, job_id: &str, shared: Shared) -> Result<JobLog> {
+        let paths = LogPaths::new(jobs_dir, job_id)?;
+        Self::with(job_id, paths, shared, Place::Row { ends: Vec::new() }, 0)
+    }
+
+    fn with(job_id: &str, paths: LogPaths, shared: Shared, place: Place, next_seq: u64) -> Result<JobLog> {
         let inner = LogInner {
             job_id: job_id.to_string(),
             paths,
@@ -390,8 +401,102 @@ impl JobLog {
     /// whose record in the job's row, failed: that event *was* appended (readers may already
     /// have it) and only its durability or the record is in doubt, so do not append it again.
     pub fn append(&self, kind: JobEventKind) -> Result<JobEvent> {
+        self.append_locked(&mut lock(&self.inner.writer), kind)
+    }
+
+    /// Appends `kinds` in order as consecutive events. While the log lives in its job's row and
+    /// they all still fit there, they are written by one statement, all or nothing (a job's
+    /// result and its exit: one commit instead of two). Otherwise each is appended as by
+    /// [`JobLog::append`], stopping at the first that fails. Returns the events appended and
+    /// the error that stopped the rest, if any; an `exit` may only come last.
+    pub fn append_all(&self, kinds: Vec<JobEventKind>) -> (Vec<JobEvent>, Option<StoreError>) {
         let mut guard = lock(&self.inner.writer);
         let w = &mut *guard;
+        let mut kinds = kinds;
+        if kinds.len() > 1 && matches!(w.place, Place::Row { .. }) {
+            let ts_ms = now_ms();
+            let events: Vec<JobEvent> = kinds
+                .into_iter()
+                .enumerate()
+                .map(|(i, kind)| JobEvent {
+                    job_id: self.inner.job_id.clone(),
+                    seq: w.next_seq + i as u64,
+                    ts_ms,
+                    kind,
+                })
+                .collect();
+            match self.append_row_batch(w, &events) {
+                // Written: only an exit's fsync (under `ExitSync::Inline`) can still fail, and
+                // then the events are appended all the same (see `append`).
+                Ok(true) => {
+                    let synced = self.exit_written(w).err();
+                    return (events, synced);
+                }
+                Ok(false) => kinds = events.into_iter().map(|e| e.kind).collect(),
+                Err(e) => return (Vec::new(), Some(e)),
+            }
+        }
+        let mut appended = Vec::with_capacity(kinds.len());
+        for kind in kinds {
+            match self.append_locked(w, kind) {
+                Ok(ev) => appended.push(ev),
+                Err(e) => return (appended, Some(e)),
+            }
+        }
+        (appended, None)
+    }
+
+    /// [`JobLog::append_all`]'s one statement for a log in its row, which also records the
+    /// job's end if the last event is an `exit`. `Ok(false)`, with nothing written, when the
+    /// batch would outgrow the row, holds an oversize event, or has an `exit` before its end;
+    /// `Ok(true)` once written.
+    fn append_row_batch(&self, w: &mut Writer, events: &[JobEvent]) -> Result<bool> {
+        let inner = &*self.inner;
+        let Place::Row { ends } = &mut w.place else { return Ok(false) };
+        let base = ends.last().copied().unwrap_or(0);
+        let mut lines = Vec::new();
+        let mut new_ends = Vec::with_capacity(events.len());
+        for (i, event) in events.iter().enumerate() {
+            if i + 1 < events.len() && matches!(event.kind, JobEventKind::Exit { .. }) {
+                return Ok(false);
+            }
+            encode(event, &mut w.buf).map_err(|e| StoreError::io(&inner.paths.data, e))?;
+            if w.buf.len() as u64 > MAX_EVENT_BYTES {
+                return Ok(false); // `append` reports it, for this event alone
+            }
+            lines.extend_from_slice(&w.buf);
+            new_ends.push(base + lines.len() as u64);
+        }
+        let n = events.len() as u64;
+        if outgrows_small(w.next_seq + n, base + lines.len() as u64) {
+            return Ok(false);
+        }
+        let end = match events.last() {
+            Some(last) => rowlog::End::of(&last.kind, last.ts_ms)?,
+            None => None,
+        };
+        // encode() writes serde_json output, which is always UTF-8.
+        let text = std::str::from_utf8(&lines).map_err(|e| StoreError::corrupt(&inner.paths.data, e.to_string()))?;
+        rowlog::append(&inner.shared.db, &inner.job_id, text, end.as_ref())?;
+        ends.extend(new_ends);
+        w.next_seq += n;
+        inner.committed.store(w.next_seq, Ordering::Release);
+        Ok(end.is_some())
+    }
+
+    /// After an `exit` event is written: make it durable as [`crate::ExitSync`] says (ask the
+    /// background syncer, or fsync now).
+    fn exit_written(&self, w: &mut Writer) -> Result<()> {
+        match &self.inner.shared.syncer {
+            Some(syncer) => {
+                syncer.mark_dirty();
+                Ok(())
+            }
+            None => w.sync(&self.inner.paths, &self.inner.shared),
+        }
+    }
+
+    fn append_locked(&self, w: &mut Writer, kind: JobEventKind) -> Result<JobEvent> {
         let inner = &*self.inner;
         let paths = &inner.paths;
         let seq = w.next_seq;
@@ -436,12 +541,9 @@ impl JobLog {
         }
         inner.committed.store(seq + 1, Ordering::Release);
         if end.is_some() {
-            match &inner.shared.syncer {
-                Some(syncer) => syncer.mark_dirty(),
-                // An error here means the event is written and readable but may not survive a
-                // power loss; the caller hears about it, and must not append the event again.
-                None => w.sync(paths, &inner.shared)?,
-            }
+            // An error here means the event is written and readable but may not survive a
+            // power loss; the caller hears about it, and must not append the event again.
+            self.exit_written(w)?;
         }
         recorded?;
         Ok(event)

@@ -1,5 +1,6 @@
 //! Test modules, one per concern, plus the helpers they share.
 
+mod batch;
 mod crash;
 mod jobs;
 mod large;
