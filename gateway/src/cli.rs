@@ -128,6 +128,11 @@ pub struct ServeArgs {
     /// Allow sessions without any sandbox (tier dev-none). Processes then run with your authority.
     #[arg(long)]
     pub dangerously_allow_dev_none: bool,
+    /// Worker threads of the gateway's async runtime [default: one per CPU]. The gateway's own
+    /// work per call is small next to its providers' (separate processes), and on a machine
+    /// with few cores fewer workers hand work between threads less often (benches/README.md).
+    #[arg(long, value_name = "N", env = "AXP_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -71,7 +71,11 @@ fn main() -> ExitCode {
         other => other,
     };
     init_tracing(&cli.log_format);
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let cli::Command::Serve(cli::ServeArgs { threads: Some(n), .. }) = &command {
+        builder.worker_threads(usize::from(*n));
+    }
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

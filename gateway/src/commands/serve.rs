@@ -74,6 +74,8 @@ pub async fn run(args: ServeArgs) -> Result<()> {
                 format!("written before each answer, fsynced within {} ms ([audit] sync = \"interval\")", d.as_millis()),
         }
     );
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    eprintln!("axp: {workers} runtime worker thread{}", if workers == 1 { "" } else { "s" });
     let app = crate::http::router(gw.clone(), prepared.max_body);
     axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
     shutdown(&gw).await;

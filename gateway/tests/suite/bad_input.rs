@@ -159,3 +159,22 @@ fn a_state_dir_a_sandboxed_job_could_reach_is_refused() {
     let err = run(&tmp.path().join("state"), &["--config", toml.to_str().unwrap()]);
     assert!(err.contains("through the grant `fs.read("), "{err}");
 }
+
+#[tokio::test]
+async fn the_runtime_runs_the_worker_threads_asked_for_and_refuses_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).arg("--threads").arg("1").start();
+    let said = (0..50)
+        .map_while(|_| gw.stderr.recv_timeout(std::time::Duration::from_secs(10)).ok())
+        .find(|l| l.contains("runtime worker thread"));
+    assert_eq!(said.as_deref(), Some("axp: 1 runtime worker thread"));
+    // One worker serves tool calls (blocking work such as audit fsyncs runs off it).
+    let mut c = Rpc::new(&gw.url);
+    let r = c.ok("tools/call", json!({"name": "everything__echo", "arguments": {"message": "one"}})).await;
+    assert_eq!(r["content"][0]["text"], "Echo: one");
+    let r = c.ok("tools/call", json!({"name": "time__get_current_time", "arguments": {"timezone": "UTC"}})).await;
+    assert!(r["content"][0]["text"].as_str().unwrap().contains("UTC"), "{r}");
+    gw.child.kill().unwrap();
+    let err = serve_fails(&["--threads", "0"], tmp.path());
+    assert!(err.contains("--threads") && err.contains("0 is not in 1..=1024"), "{err}");
+}
