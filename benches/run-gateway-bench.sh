@@ -42,7 +42,7 @@ start_gateway --config "$WORK/axp.toml" --mcp-config "$WORK/fleet.json"
 KIDS=$(descendants "$GW_PID")
 
 echo "gateway: $AXP (pid $GW_PID) at $URL; MCP server: node $(node --version) server-everything $(sed -n 's/.*"version": "\(.*\)".*/\1/p' "$(dirname "$EVERYTHING")/../package.json" | head -1)"
-echo "audit sync: ${AUDIT_SYNC:-default}"
+echo "audit sync: ${AUDIT_SYNC:-default}; $(sed -n 's/^axp: \([0-9]* runtime worker threads*\)$/\1/p' "$WORK/axp.err" | head -1)"
 echo "machine: $(nproc) CPUs; load before:$(uptime | sed 's/.*load average//')"
 if [ "${PERF_STAT:-0}" = 1 ] && command -v perf >/dev/null; then
   perf stat -e task-clock,context-switches,cpu-migrations,page-faults -p "$GW_PID" -o "$WORK/perf.txt" &

@@ -128,9 +128,10 @@ pub struct ServeArgs {
     /// Allow sessions without any sandbox (tier dev-none). Processes then run with your authority.
     #[arg(long)]
     pub dangerously_allow_dev_none: bool,
-    /// Worker threads of the gateway's async runtime [default: one per CPU]. The gateway's own
-    /// work per call is small next to its providers' (separate processes), and on a machine
-    /// with few cores fewer workers hand work between threads less often (benches/README.md).
+    /// Worker threads of the gateway's async runtime [default: half the CPUs, at least 1]. The
+    /// gateway's own work per call is small next to its providers' (separate processes, which
+    /// keep the other cores), and fewer workers hand work between threads less often
+    /// (decision 0007).
     #[arg(long, value_name = "N", env = "AXP_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 }
