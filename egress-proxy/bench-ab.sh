@@ -7,7 +7,7 @@
 #   bench-ab.sh DIR_A DIR_B
 # where each DIR holds an `axp-egress-proxy` binary (copy one out of target/release before
 # changing the code); the fixture and client come from DIR_A. N (default 500) small GETs,
-# BIG (default 5) rounds of the 100 MiB download; AXP_THREADS as in bench.sh; ENV_A / ENV_B:
+# BIG (default 5) rounds of the 100 MiB download; PROXY_THREADS as in bench.sh; ENV_A / ENV_B:
 # extra environment (VAR=value …) for proxy A / B.
 set -euo pipefail
 A=$(cd "$1" && pwd)
@@ -19,7 +19,7 @@ bench_workdir axp-bench-ab
 start_fixture "$A"
 
 start_axp() { # DIR NAME ENV
-  env $3 "$1/axp-egress-proxy" --threads "${AXP_THREADS:-1}" --listen 127.0.0.1:0 --allow bench.test --resolver "$DNS" \
+  env $3 "$1/axp-egress-proxy" --threads "${PROXY_THREADS:-1}" --listen 127.0.0.1:0 --allow bench.test --resolver "$DNS" \
     --dangerously-allow-private 127.0.0.0/8 --audit "$WORK/$2-audit.jsonl" >"$WORK/$2.out" 2>"$WORK/$2.err" & PIDS+=($!)
   wait_line "$WORK/$2.out"
 }

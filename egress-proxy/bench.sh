@@ -11,7 +11,8 @@
 # all of them alike and none always runs in the same place in the round.
 # Both proxies resolve `bench.test` themselves (axp via its own resolver against the fixture's
 # DNS server, squid via a hosts_file, since squid cannot use a DNS port other than 53); both
-# write an access/audit log. Requires: squid (apt-get install squid), python3.
+# write an access/audit log. PROXY_THREADS (default 1): the proxy's --threads. Requires: squid
+# (apt-get install squid), python3.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -24,7 +25,7 @@ BIN=$CARGO_TARGET_DIR/release
 bench_workdir axp-bench
 start_fixture "$BIN/examples"
 
-"$BIN/axp-egress-proxy" --threads "${AXP_THREADS:-1}" --listen 127.0.0.1:0 --allow bench.test --resolver "$DNS" \
+"$BIN/axp-egress-proxy" --threads "${PROXY_THREADS:-1}" --listen 127.0.0.1:0 --allow bench.test --resolver "$DNS" \
   --dangerously-allow-private 127.0.0.0/8 --audit "$WORK/axp-audit.jsonl" >"$WORK/axp.out" 2>"$WORK/axp.err" & PIDS+=($!)
 wait_line "$WORK/axp.out"
 AXP=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["listening"][0])' "$WORK/axp.out")
