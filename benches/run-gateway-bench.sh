@@ -42,6 +42,8 @@ start_gateway --config "$WORK/axp.toml" --mcp-config "$WORK/fleet.json"
 KIDS=$(descendants "$GW_PID")
 
 echo "gateway: $AXP (pid $GW_PID) at $URL; MCP server: node $(node --version) server-everything $(sed -n 's/.*"version": "\(.*\)".*/\1/p' "$(dirname "$EVERYTHING")/../package.json" | head -1)"
+# The gateway prints its worker count right after the line start_gateway waited for.
+for _ in $(seq 40); do grep -q 'runtime worker thread' "$WORK/axp.err" && break; sleep 0.05; done
 echo "audit sync: ${AUDIT_SYNC:-default}; $(sed -n 's/^axp: \([0-9]* runtime worker threads*\)$/\1/p' "$WORK/axp.err" | head -1)"
 echo "machine: $(nproc) CPUs; load before:$(uptime | sed 's/.*load average//')"
 if [ "${PERF_STAT:-0}" = 1 ] && command -v perf >/dev/null; then
