@@ -221,6 +221,14 @@ struct Files {
     unsynced_dirs: Vec<PathBuf>,
 }
 
+/// What [`JobLog::append_row_batch`] did.
+enum Batch {
+    /// One statement wrote every event; `ended`: the last was an `exit`.
+    Written { ended: bool },
+    /// Nothing was written: append the events one by one.
+    DoesNotFit,
+}
+
 struct Writer {
     place: Place,
     next_seq: u64,
@@ -426,13 +434,14 @@ impl JobLog {
                 })
                 .collect();
             match self.append_row_batch(w, &events) {
+                Ok(Batch::Written { ended: false }) => return (events, None),
                 // Written: only an exit's fsync (under `ExitSync::Inline`) can still fail, and
                 // then the events are appended all the same (see `append`).
-                Ok(true) => {
+                Ok(Batch::Written { ended: true }) => {
                     let synced = self.exit_written(w).err();
                     return (events, synced);
                 }
-                Ok(false) => kinds = events.into_iter().map(|e| e.kind).collect(),
+                Ok(Batch::DoesNotFit) => kinds = events.into_iter().map(|e| e.kind).collect(),
                 Err(e) => return (Vec::new(), Some(e)),
             }
         }
@@ -447,30 +456,33 @@ impl JobLog {
     }
 
     /// [`JobLog::append_all`]'s one statement for a log in its row, which also records the
-    /// job's end if the last event is an `exit`. `Ok(false)`, with nothing written, when the
-    /// batch would outgrow the row, holds an oversize event, or has an `exit` before its end;
-    /// `Ok(true)` once written.
-    fn append_row_batch(&self, w: &mut Writer, events: &[JobEvent]) -> Result<bool> {
+    /// job's end if the last event is an `exit`. [`Batch::DoesNotFit`], with nothing written,
+    /// when the batch would outgrow the row, holds an oversize event, or has an `exit` before
+    /// its end. Encoding stops at the first event past the row's limits, so a large result is
+    /// encoded at most once more by the event-by-event path.
+    fn append_row_batch(&self, w: &mut Writer, events: &[JobEvent]) -> Result<Batch> {
         let inner = &*self.inner;
-        let Place::Row { ends } = &mut w.place else { return Ok(false) };
+        let Place::Row { ends } = &mut w.place else { return Ok(Batch::DoesNotFit) };
         let base = ends.last().copied().unwrap_or(0);
         let mut lines = Vec::new();
         let mut new_ends = Vec::with_capacity(events.len());
         for (i, event) in events.iter().enumerate() {
             if i + 1 < events.len() && matches!(event.kind, JobEventKind::Exit { .. }) {
-                return Ok(false);
+                return Ok(Batch::DoesNotFit);
             }
             encode(event, &mut w.buf).map_err(|e| StoreError::io(&inner.paths.data, e))?;
-            if w.buf.len() as u64 > MAX_EVENT_BYTES {
-                return Ok(false); // `append` reports it, for this event alone
+            // An oversize event is reported by `append`, for that event alone.
+            let stop = base + (lines.len() + w.buf.len()) as u64;
+            if w.buf.len() as u64 > MAX_EVENT_BYTES || outgrows_small(w.next_seq + i as u64 + 1, stop) {
+                if w.buf.capacity() > (1 << 20) {
+                    w.buf = Vec::with_capacity(4096);
+                }
+                return Ok(Batch::DoesNotFit);
             }
             lines.extend_from_slice(&w.buf);
-            new_ends.push(base + lines.len() as u64);
+            new_ends.push(stop);
         }
         let n = events.len() as u64;
-        if outgrows_small(w.next_seq + n, base + lines.len() as u64) {
-            return Ok(false);
-        }
         let end = match events.last() {
             Some(last) => rowlog::End::of(&last.kind, last.ts_ms)?,
             None => None,
@@ -481,7 +493,7 @@ impl JobLog {
         ends.extend(new_ends);
         w.next_seq += n;
         inner.committed.store(w.next_seq, Ordering::Release);
-        Ok(end.is_some())
+        Ok(Batch::Written { ended: end.is_some() })
     }
 
     /// After an `exit` event is written: make it durable as [`crate::ExitSync`] says (ask the

@@ -123,3 +123,26 @@ fn start_job_returns_the_existing_job_for_a_repeated_key_and_inserts_nothing() {
     assert!(matches!(store.start_job(&job("first", "s", None)), Err(StoreError::AlreadyExists { .. })));
     assert_dense(&store.read_log("first", 0, 10).unwrap(), 0);
 }
+
+#[test]
+fn a_batch_without_an_exit_is_appended_once_and_the_job_keeps_running() {
+    let (_tmp, dir) = super::state();
+    {
+        let store = Store::open(&dir).unwrap();
+        let log = new_log(&store, "chatty");
+        let (events, error) = log.append_all(vec![stdout(0), stdout(1)]);
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [0, 1]);
+        let (more, error) = log.append_all(vec![stdout(2), stdout(3), stdout(4)]);
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(more.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3, 4]);
+        assert_eq!(log.next_seq(), 5);
+        assert_eq!(store.get_job("chatty").unwrap().unwrap().state, JobState::Running);
+        assert_dense(&store.read_log("chatty", 0, 10).unwrap(), 0);
+        assert_eq!(store.read_log("chatty", 0, 10).unwrap().len(), 5, "each event once");
+    }
+    let store = Store::open(&dir).unwrap();
+    let read = store.read_log("chatty", 0, 10).unwrap();
+    assert_eq!(read.len(), 5, "each event once after a restart too");
+    assert_dense(&read, 0);
+}
