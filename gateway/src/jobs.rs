@@ -170,17 +170,16 @@ impl EventSink for LogSink {
 
 /// Appends `events` to the durable log (a tool's result and its exit in one statement, see
 /// [`JobLog::append_all`]), then to the job's in-memory tail, then wakes watchers once for all
-/// of them. `false` if the log refused any (what it refused was dropped, loudly: the log is the
-/// source of truth, so an event it cannot hold cannot be promised to anyone).
-fn append(log: &JobLog, live: &Live, job_id: &str, events: Vec<JobEventKind>) -> bool {
-    let wanted = events.len();
+/// of them. Returns how many were appended, in order; what the log refused was dropped, loudly
+/// (the log is the source of truth, so an event it cannot hold cannot be promised to anyone).
+fn append(log: &JobLog, live: &Live, job_id: &str, events: Vec<JobEventKind>) -> usize {
     let mut recent = lock(&live.recent);
     let (appended, error) = log.append_all(events);
     if let Some(e) = &error {
         tracing::error!(job = %job_id, error = %e, "cannot append to the job log");
     }
-    let Some(next) = appended.last().map(|ev| ev.seq + 1) else { return false };
-    let all = appended.len() == wanted;
+    let Some(next) = appended.last().map(|ev| ev.seq + 1) else { return 0 };
+    let count = appended.len();
     for ev in appended {
         recent.bytes += event_bytes(&ev);
         recent.events.push_back(ev);
@@ -192,7 +191,7 @@ fn append(log: &JobLog, live: &Live, job_id: &str, events: Vec<JobEventKind>) ->
     }
     drop(recent);
     live.next_seq.send_replace(next);
-    all
+    count
 }
 
 #[derive(Clone)]
@@ -481,14 +480,21 @@ impl Jobs {
         }
         if let JobEventKind::Exit { state, code, signal, error } = &exit {
             // Appending the exit records the job's end with it (in the same statement as the
-            // result while the log is in the job's row). Only if that failed is the end recorded
-            // on its own, so the record does not say `running` until the next restart.
-            let mut last = Vec::with_capacity(2);
-            if let Some(output) = result {
-                last.push(JobEventKind::Result { output });
-            }
-            last.push(exit.clone());
-            if !append(&sink.log, &sink.live, job_id, last)
+            // result while the log is in the job's row). A result the log refuses (one larger
+            // than an event may be) does not keep the exit out: it is appended on its own. Only
+            // if the exit cannot be appended is the end recorded by itself, so the record does
+            // not say `running` until the next restart.
+            let exit_in = match result {
+                Some(output) => {
+                    match append(&sink.log, &sink.live, job_id, vec![JobEventKind::Result { output }, exit.clone()]) {
+                        2 => true,
+                        1 => false, // the result is in; the exit was refused
+                        _ => append(&sink.log, &sink.live, job_id, vec![exit.clone()]) == 1,
+                    }
+                }
+                None => append(&sink.log, &sink.live, job_id, vec![exit.clone()]) == 1,
+            };
+            if !exit_in
                 && let Err(e) =
                     self.store.set_job_state(job_id, *state, *code, signal.clone(), error.clone(), Some(now_ms()))
             {
