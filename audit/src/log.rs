@@ -143,7 +143,13 @@ fn flush_loop(inner: Arc<Inner>, flusher: Arc<Flusher>, interval: Duration) {
             }
         }
         std::thread::sleep(interval);
-        lock(&flusher.state).0 = false;
+        {
+            let mut st = lock(&flusher.state);
+            if st.1 {
+                return; // the last handle's drop makes the final sync
+            }
+            st.0 = false;
+        }
         let next = lock(&inner.writer).next_seq;
         if next > 0
             && let Err(e) = sync_inner(&inner, next - 1)
@@ -475,6 +481,11 @@ fn sync_inner(inner: &Inner, seq: u64) -> Result<(), AuditError> {
     }
     let (file, next, hash) = {
         let w = lock(&inner.writer);
+        // After a failed fsync the kernel may have dropped dirty pages, and a later fsync can
+        // succeed without them: anchoring in HEAD now would vouch for records that may be lost.
+        if let Some(why) = &w.broken {
+            return Err(AuditError::Broken(why.clone()));
+        }
         (w.file.clone(), w.next_seq, w.last_hash.clone())
     };
     let dir = &inner.dir;
