@@ -484,15 +484,14 @@ impl Jobs {
             // than an event may be) does not keep the exit out: it is appended on its own. Only
             // if the exit cannot be appended is the end recorded by itself, so the record does
             // not say `running` until the next restart.
-            let exit_in = match result {
-                Some(output) => {
-                    match append(&sink.log, &sink.live, job_id, vec![JobEventKind::Result { output }, exit.clone()]) {
-                        2 => true,
-                        1 => false, // the result is in; the exit was refused
-                        _ => append(&sink.log, &sink.live, job_id, vec![exit.clone()]) == 1,
-                    }
-                }
-                None => append(&sink.log, &sink.live, job_id, vec![exit.clone()]) == 1,
+            let batched = result.map(|output| {
+                append(&sink.log, &sink.live, job_id, vec![JobEventKind::Result { output }, exit.clone()])
+            });
+            let exit_in = match batched {
+                Some(2) => true,
+                Some(1) => false, // the result is in; the exit was refused
+                // No result, or the batch was refused whole: the exit on its own.
+                _ => append(&sink.log, &sink.live, job_id, vec![exit.clone()]) == 1,
             };
             if !exit_in
                 && let Err(e) =

@@ -434,11 +434,10 @@ impl JobLog {
                 })
                 .collect();
             match self.append_row_batch(w, &events) {
-                Ok(Batch::Written { ended: false }) => return (events, None),
                 // Written: only an exit's fsync (under `ExitSync::Inline`) can still fail, and
                 // then the events are appended all the same (see `append`).
-                Ok(Batch::Written { ended: true }) => {
-                    let synced = self.exit_written(w).err();
+                Ok(Batch::Written { ended }) => {
+                    let synced = if ended { self.exit_written(w).err() } else { None };
                     return (events, synced);
                 }
                 Ok(Batch::DoesNotFit) => kinds = events.into_iter().map(|e| e.kind).collect(),
