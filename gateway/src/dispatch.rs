@@ -427,6 +427,7 @@ impl Gateway {
     }
 
     async fn tools_call(&self, req_id: &Id, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
+        let started = std::time::Instant::now();
         let name = p
             .get("name")
             .and_then(Value::as_str)
@@ -488,7 +489,15 @@ impl Gateway {
             tokio::join!(self.audit(Kind::ToolCall, Some(&s.id), detail), self.follow(&job, ctx, progress_token));
         self.inflight_lock().remove(&key);
         audited?;
-        result.map(|o| serde_json::to_value(o).unwrap_or_default())
+        let reply = result.map(|o| serde_json::to_value(o).unwrap_or_default());
+        // A parked job's wait for its operator is neither part: it has no provider time until
+        // it ran, and then the wait would count as the gateway's.
+        if job.state != axp_protocol::methods::JobState::AwaitingApproval
+            && let Some(provider) = self.jobs.provider_time(&job.id)
+        {
+            self.metrics.tool_gateway.observe(started.elapsed().saturating_sub(provider));
+        }
+        reply
     }
 
     /// Waits for a job to end, pushing its progress to the client as it comes; returns its result.

@@ -76,6 +76,8 @@ struct Live {
     log: JobLog,
     /// A PTY job's terminal, once its process runs.
     terminal: Mutex<Option<Arc<crate::pty::Terminal>>>,
+    /// How long a tool job's provider took to answer, in nanoseconds (0 until it has).
+    provider_ns: std::sync::atomic::AtomicU64,
 }
 
 impl Live {
@@ -94,6 +96,7 @@ impl Live {
             over_quota: std::sync::atomic::AtomicBool::new(false),
             log,
             terminal: Mutex::new(None),
+            provider_ns: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -336,8 +339,13 @@ impl Jobs {
             let mut result = None;
             let exit = match work {
                 Work::Tool { resolved, arguments, cwd } => {
+                    let started = std::time::Instant::now();
                     let (output, exit) =
                         run_tool(*resolved, arguments, cwd, &job_id, sink.clone(), live.clone(), cancel).await;
+                    let took = started.elapsed();
+                    this.metrics.tool_provider.observe(took);
+                    let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX).max(1);
+                    live.provider_ns.store(ns, std::sync::atomic::Ordering::Relaxed);
                     result = output;
                     exit
                 }
@@ -502,6 +510,9 @@ impl Jobs {
         }
         if let Some(live) = lock(&self.live).remove(job_id) {
             live.finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            // Wake attached clients even when nothing was appended (an exit the log could not
+            // take): they see the job finished instead of waiting out their attach timeout.
+            live.next_seq.send_modify(|_| {});
             let mut finished = lock(&self.finished);
             if finished.len() >= FINISHED_KEPT {
                 finished.pop_front();
@@ -509,6 +520,13 @@ impl Jobs {
             finished.push_back((job_id.to_string(), live));
         }
         self.metrics.jobs_running.add(-1);
+    }
+
+    /// How long a tool job's provider took to answer, once it has (while this gateway still
+    /// holds the job in memory).
+    pub fn provider_time(&self, job_id: &str) -> Option<Duration> {
+        let ns = self.handle(job_id)?.provider_ns.load(std::sync::atomic::Ordering::Relaxed);
+        (ns > 0).then(|| Duration::from_nanos(ns))
     }
 
     /// A running or recently finished job's in-memory handle.
@@ -551,9 +569,11 @@ impl Jobs {
         let handle = self.handle(&job.id);
         let mut events = self.read(handle.as_deref(), &job.id, from_seq, limit).await?;
         if events.is_empty() && !wait.is_zero() {
-            let rx = lock(&self.live).get(&job.id).map(|l| l.next_seq.subscribe());
-            if let Some(mut rx) = rx {
-                let _ = tokio::time::timeout(wait, rx.wait_for(|n| *n > from_seq)).await;
+            let live = lock(&self.live).get(&job.id).cloned();
+            if let Some(live) = live {
+                let mut rx = live.next_seq.subscribe();
+                let ended = || live.finished.load(std::sync::atomic::Ordering::SeqCst);
+                let _ = tokio::time::timeout(wait, rx.wait_for(|n| *n > from_seq || ended())).await;
                 events = self.read(handle.as_deref(), &job.id, from_seq, limit).await?;
             }
         }

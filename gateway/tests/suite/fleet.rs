@@ -61,6 +61,19 @@ async fn calls_through_mcp_and_axp_faces() {
     for (i, e) in events.iter().enumerate() {
         assert_eq!(e["seq"], i as u64, "seqs are dense from 0");
     }
+
+    // `/metrics` splits every call's time: the provider's for all three tool jobs, the
+    // gateway's own for the two answered as tools/call (a job.start has no reply to wait for).
+    let metrics = reqwest::get(format!("{}/metrics", gw.base)).await.unwrap().text().await.unwrap();
+    let value = |series: &str| -> f64 {
+        let line = metrics.lines().find(|l| l.starts_with(series)).unwrap_or_else(|| panic!("{series}: {metrics}"));
+        line.rsplit_once(' ').unwrap().1.parse().unwrap()
+    };
+    assert_eq!(value("axp_tool_call_seconds_count{part=\"provider\"}"), 3.0, "{metrics}");
+    assert_eq!(value("axp_tool_call_seconds_count{part=\"gateway\"}"), 2.0, "{metrics}");
+    assert_eq!(value("axp_tool_call_seconds_bucket{part=\"gateway\",le=\"+Inf\"}"), 2.0, "{metrics}");
+    assert!(value("axp_tool_call_seconds_sum{part=\"provider\"}") > 0.0, "{metrics}");
+    assert!(value("axp_tool_call_seconds_sum{part=\"gateway\"}") > 0.0, "{metrics}");
 }
 
 #[tokio::test]
