@@ -294,6 +294,86 @@ struct Phase {
     wanted: usize,
     /// CPU microseconds per call: (whose, µs).
     cpu: Vec<(&'static str, f64)>,
+    /// The gateway's own account of the phase's tool calls, from its `/metrics`.
+    inside: Option<Inside>,
+}
+
+/// The gateway's account of a phase's tool calls, from its `axp_tool_call_seconds` histograms:
+/// the provider's time and the gateway's own (dispatch to reply, less the provider), each as a
+/// mean and as a median interpolated within its histogram bucket (as PromQL's
+/// `histogram_quantile` does).
+struct Inside {
+    provider: Part,
+    gateway: Part,
+}
+
+/// One part's mean and interpolated median over a phase, in microseconds.
+struct Part {
+    mean_us: f64,
+    p50_us: f64,
+}
+
+/// One part of `axp_tool_call_seconds` at a moment: cumulative bucket counts by upper bound
+/// (seconds), sum (seconds) and count.
+struct Totals {
+    buckets: Vec<(f64, f64)>,
+    sum: f64,
+    count: f64,
+}
+
+/// Both parts (`provider`, `gateway`); `None` when the gateway does not export them (an older
+/// build) or cannot be reached.
+async fn tool_call_totals(metrics_url: &str) -> Option<[Totals; 2]> {
+    let text =
+        reqwest::Client::builder().no_proxy().build().ok()?.get(metrics_url).send().await.ok()?.text().await.ok()?;
+    let part = |name: &str| -> Option<Totals> {
+        let value = |series: &str| {
+            text.lines()
+                .find(|l| l.starts_with(series))
+                .and_then(|l| l.rsplit_once(' '))
+                .and_then(|(_, v)| v.parse().ok())
+        };
+        let prefix = format!("axp_tool_call_seconds_bucket{{part=\"{name}\",le=\"");
+        let buckets = text
+            .lines()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .filter_map(|rest| {
+                let (le, v) = rest.split_once("\"} ")?;
+                Some((if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? }, v.parse().ok()?))
+            })
+            .collect();
+        Some(Totals {
+            buckets,
+            sum: value(&format!("axp_tool_call_seconds_sum{{part=\"{name}\"}}"))?,
+            count: value(&format!("axp_tool_call_seconds_count{{part=\"{name}\"}}"))?,
+        })
+    };
+    Some([part("provider")?, part("gateway")?])
+}
+
+/// What happened between two readings of one part.
+fn part(before: &Totals, after: &Totals) -> Option<Part> {
+    let n = after.count - before.count;
+    if n <= 0.0 || before.buckets.len() != after.buckets.len() {
+        return None;
+    }
+    let half = n / 2.0;
+    let (mut lower, mut below) = (0.0, 0.0);
+    let mut p50 = f64::NAN;
+    for ((le, b), (_, a)) in before.buckets.iter().zip(&after.buckets) {
+        let cum = a - b;
+        if cum >= half {
+            p50 = if le.is_finite() { lower + (le - lower) * (half - below) / (cum - below).max(1.0) } else { lower };
+            break;
+        }
+        (lower, below) = (*le, cum);
+    }
+    Some(Part { mean_us: (after.sum - before.sum) / n * 1e6, p50_us: p50 * 1e6 })
+}
+
+fn inside(before: Option<[Totals; 2]>, after: Option<[Totals; 2]>) -> Option<Inside> {
+    let (b, a) = (before?, after?);
+    Some(Inside { provider: part(&b[0], &a[0])?, gateway: part(&b[1], &a[1])? })
 }
 
 impl Phase {
@@ -432,7 +512,7 @@ where
         back.push(w);
     }
     let wall = start.elapsed();
-    Ok((Phase { name, lat, wall, wanted, cpu: Vec::new() }, back))
+    Ok((Phase { name, lat, wall, wanted, cpu: Vec::new(), inside: None }, back))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -480,9 +560,8 @@ async fn forward(
         Ok(()) => rx.await.ok(),
         Err(_) => None,
     };
-    let mut resp = answer.unwrap_or_else(
-        || json!({"jsonrpc": "2.0", "error": {"code": -32603, "message": "the MCP server exited"}}),
-    );
+    let mut resp = answer
+        .unwrap_or_else(|| json!({"jsonrpc": "2.0", "error": {"code": -32603, "message": "the MCP server exited"}}));
     resp["id"] = client_id;
     axum::Json(resp)
 }
@@ -599,14 +678,19 @@ async fn run(args: Args) -> Result<()> {
 
     let mut phases: Vec<Phase> = Vec::new();
     let gw_pid = args.gateway_pid;
+    let metrics_url = format!("{}/metrics", url.trim_end_matches("/axp"));
 
     // Direct and gateway phases alternate so that drift in the machine's load hits both alike.
     macro_rules! measure {
         ($name:expr, $workers:expr, $per:expr, $f:expr, $gw:expr) => {{
+            let totals = if $gw { tool_call_totals(&metrics_url).await } else { None };
             let before = sample(gw_pid.filter(|_| $gw), node_pid.filter(|_| !$gw));
             let (mut p, back) = run_phase($name, $workers, $per, limit, $f).await?;
             let after = sample(gw_pid.filter(|_| $gw), node_pid.filter(|_| !$gw));
             p.cpu = cpu_per_call(before, after, p.calls(), $gw);
+            if $gw {
+                p.inside = inside(totals, tool_call_totals(&metrics_url).await);
+            }
             phases.push(p);
             back
         }};
@@ -645,7 +729,8 @@ async fn run(args: Args) -> Result<()> {
     if floor_pid.is_some() && !floor_clients.is_empty() {
         let before = sample(floor_pid, None);
         let clients = std::mem::take(&mut floor_clients);
-        let (mut p, _) = run_phase(format!("{FLOOR_N} {n} clients"), clients, args.per_client, limit, floor_call).await?;
+        let (mut p, _) =
+            run_phase(format!("{FLOOR_N} {n} clients"), clients, args.per_client, limit, floor_call).await?;
         p.cpu = cpu_per_call(before, sample(floor_pid, None), p.calls(), true);
         phases.push(p);
     }
@@ -754,6 +839,14 @@ fn report(phases: &[Phase], n: usize, args: &Args) {
         idx.pct(0.5) - ping.pct(0.5),
         gs.pct(0.5) - ds.pct(0.5) - ping.pct(0.5),
     );
+    for (label, g) in [("1 client", gs), (&*format!("{n} clients"), gc)] {
+        if let Some(i) = &g.inside {
+            println!(
+                "inside the gateway ({label}, from its /metrics): the provider p50 {:.0} µs (mean {:.0}), the gateway's own p50 {:.0} µs (mean {:.0}; dispatch to reply, less the provider); the rest of the client's p50 is HTTP framing, loopback and wake-ups",
+                i.provider.p50_us, i.provider.mean_us, i.gateway.p50_us, i.gateway.mean_us
+            );
+        }
+    }
     if let (Some(ss), Some(sc)) = (by(SANDBOXED_1), by(&format!("{SANDBOXED_N} {n} in flight"))) {
         println!(
             "with the server sandboxed on both paths (axp sandbox run): sandbox's share of the added p50 {:+.3} ms; the gateway's own: 1 client {:+.3} ms (calls/s x{:.2}), {n} clients {:+.3} ms (calls/s x{:.2})",
