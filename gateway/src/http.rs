@@ -319,7 +319,34 @@ async fn delete(State(st): State<AppState>, headers: HeaderMap) -> HttpResponse 
     }
 }
 
-async fn healthz(State(st): State<AppState>) -> HttpResponse {
+/// Who may read `/healthz` in full and `/metrics`: what they say (provider names, why one is
+/// down, traffic) is for the operators. Requests from a foreign browser origin or a rebound
+/// host name are refused as on `/axp`. Where operators are configured, an operator's bearer
+/// token is required; with none configured (loopback only), any local client is the operator.
+/// `Err` carries the refusal to send.
+fn observer(gw: &Gateway, headers: &HeaderMap) -> Result<(), Box<HttpResponse>> {
+    if !origin_allowed(headers) || !host_allowed(gw, headers) {
+        return Err(Box::new(StatusCode::FORBIDDEN.into_response()));
+    }
+    match authed_ctx(gw, headers)?.operator {
+        Some(_) => Ok(()),
+        None => Err(Box::new(rpc_error(
+            StatusCode::UNAUTHORIZED,
+            RpcError::new(ErrorCode::Unauthorized, "send `Authorization: Bearer <operator token>`"),
+        ))),
+    }
+}
+
+/// Liveness for anyone who can reach the port (`{"status": "ok"}`, so an orchestrator's probe
+/// needs no credential); the providers and their state for operators only (see [`observer`]).
+async fn healthz(State(st): State<AppState>, headers: HeaderMap) -> HttpResponse {
+    match observer(&st.gw, &headers) {
+        Ok(()) => {}
+        Err(_) if headers.get(header::AUTHORIZATION).is_none() && origin_allowed(&headers) => {
+            return json_response(StatusCode::OK, &json!({"status": "ok"}), None);
+        }
+        Err(refused) => return *refused,
+    }
     let providers: Vec<Value> = st
         .gw
         .registry
@@ -330,7 +357,10 @@ async fn healthz(State(st): State<AppState>) -> HttpResponse {
     json_response(StatusCode::OK, &json!({"status": "ok", "providers": providers, "tools": st.gw.registry.len()}), None)
 }
 
-async fn metrics(State(st): State<AppState>) -> HttpResponse {
+async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> HttpResponse {
+    if let Err(refused) = observer(&st.gw, &headers) {
+        return *refused;
+    }
     let providers: Vec<(String, bool, usize)> =
         st.gw.registry.providers().into_iter().map(|(id, _, up, _, n)| (id.0, up, n)).collect();
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], st.gw.metrics.render(&providers))

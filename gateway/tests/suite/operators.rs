@@ -178,6 +178,59 @@ async fn foreign_origins_and_rebound_hosts_get_403() {
     assert_eq!(r.status(), 403);
     let r = http.delete(&gw.url).header("Host", "evil.example").send().await.unwrap();
     assert_eq!(r.status(), 403);
+    // So are `/metrics` and `/healthz`: a rebound page reads neither the metrics nor which
+    // providers run (at most that the gateway is up).
+    let metrics = format!("{}/metrics", gw.base);
+    let health = format!("{}/healthz", gw.base);
+    assert_eq!(http.get(&metrics).send().await.unwrap().status(), 200);
+    assert_eq!(http.get(&metrics).header("Origin", "https://evil.example").send().await.unwrap().status(), 403);
+    assert_eq!(http.get(&metrics).header("Host", "evil.example").send().await.unwrap().status(), 403);
+    assert_eq!(http.get(&health).header("Origin", "https://evil.example").send().await.unwrap().status(), 403);
+    let full: Value = http.get(&health).send().await.unwrap().json().await.unwrap();
+    assert!(full["providers"].as_array().is_some_and(|p| !p.is_empty()), "{full}");
+    let rebound: Value =
+        http.get(&health).header("Host", format!("evil.example:{port}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(rebound, json!({"status": "ok"}));
+}
+
+#[tokio::test]
+async fn health_details_and_metrics_are_for_operators() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (token, hash) = new_operator_token();
+    let config = tmp.path().join("axp.toml");
+    std::fs::write(
+        &config,
+        format!("[[operators]]\nname = \"ops\"\ntoken_sha256 = \"{hash}\"\ncapabilities = [\"tool(*)\"]\n"),
+    )
+    .unwrap();
+    let gw = gateway().arg("--config").arg(config.to_string_lossy()).start();
+    let http = reqwest::Client::new();
+    let get = |path: &str, bearer: Option<&str>| {
+        let mut r = http.get(format!("{}{path}", gw.base));
+        if let Some(b) = bearer {
+            r = r.bearer_auth(b);
+        }
+        r.send()
+    };
+    // Anyone may learn that it is up, and nothing more.
+    let r = get("/healthz", None).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap(), json!({"status": "ok"}));
+    let r = get("/metrics", None).await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], -32001);
+    // A forged token is refused, never treated as no token.
+    assert_eq!(get("/healthz", Some("forged-token")).await.unwrap().status(), 401);
+    assert_eq!(get("/metrics", Some("forged-token")).await.unwrap().status(), 401);
+    // The operator sees it all.
+    let full: Value = get("/healthz", Some(&token)).await.unwrap().json().await.unwrap();
+    let ids: Vec<&str> = full["providers"].as_array().unwrap().iter().filter_map(|p| p["id"].as_str()).collect();
+    assert!(ids.contains(&"files"), "{full}");
+    let r = get("/metrics", Some(&token)).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("axp_provider_up{provider=\"files\"} 1"), "{text}");
+    assert!(text.contains("# TYPE axp_tool_call_seconds histogram"), "{text}");
 }
 
 #[test]
