@@ -493,9 +493,9 @@ impl Gateway {
         // A parked job's wait for its operator is neither part: it has no provider time until
         // it ran, and then the wait would count as the gateway's.
         if job.state != axp_protocol::methods::JobState::AwaitingApproval
-            && let Some(provider) = self.jobs.provider_time(&job.id)
+            && let Some((provider, times)) = self.jobs.provider_time(&job.id)
         {
-            self.metrics.tool_gateway.observe(started.elapsed().saturating_sub(provider));
+            times.gateway.observe(started.elapsed().saturating_sub(provider));
         }
         reply
     }

@@ -76,8 +76,9 @@ struct Live {
     log: JobLog,
     /// A PTY job's terminal, once its process runs.
     terminal: Mutex<Option<Arc<crate::pty::Terminal>>>,
-    /// How long a tool job's provider took to answer, in nanoseconds (0 until it has).
-    provider_ns: std::sync::atomic::AtomicU64,
+    /// How long a tool job's provider took to answer, once it has, and that provider's
+    /// tool-call histograms.
+    provider_time: std::sync::OnceLock<(Duration, Arc<crate::metrics::ToolCallTimes>)>,
 }
 
 impl Live {
@@ -96,7 +97,7 @@ impl Live {
             over_quota: std::sync::atomic::AtomicBool::new(false),
             log,
             terminal: Mutex::new(None),
-            provider_ns: std::sync::atomic::AtomicU64::new(0),
+            provider_time: std::sync::OnceLock::new(),
         }
     }
 
@@ -339,13 +340,13 @@ impl Jobs {
             let mut result = None;
             let exit = match work {
                 Work::Tool { resolved, arguments, cwd } => {
+                    let times = this.metrics.tool_calls(resolved.entry.provider.as_str());
                     let started = std::time::Instant::now();
                     let (output, exit) =
                         run_tool(*resolved, arguments, cwd, &job_id, sink.clone(), live.clone(), cancel).await;
                     let took = started.elapsed();
-                    this.metrics.tool_provider.observe(took);
-                    let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX).max(1);
-                    live.provider_ns.store(ns, std::sync::atomic::Ordering::Relaxed);
+                    times.provider.observe(took);
+                    let _ = live.provider_time.set((took, times));
                     result = output;
                     exit
                 }
@@ -523,10 +524,9 @@ impl Jobs {
     }
 
     /// How long a tool job's provider took to answer, once it has (while this gateway still
-    /// holds the job in memory).
-    pub fn provider_time(&self, job_id: &str) -> Option<Duration> {
-        let ns = self.handle(job_id)?.provider_ns.load(std::sync::atomic::Ordering::Relaxed);
-        (ns > 0).then(|| Duration::from_nanos(ns))
+    /// holds the job in memory), and that provider's tool-call histograms.
+    pub fn provider_time(&self, job_id: &str) -> Option<(Duration, Arc<crate::metrics::ToolCallTimes>)> {
+        self.handle(job_id)?.provider_time.get().cloned()
     }
 
     /// A running or recently finished job's in-memory handle.

@@ -1,8 +1,10 @@
 //! Prometheus text metrics for `/metrics`. A handful of counters, gauges and one histogram family
 //! on atomics: a metrics crate would add a registry and a global for what fits in one small file.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Debug, Default)]
@@ -101,16 +103,32 @@ pub struct Metrics {
     pub list_changed_sent: Counter,
     pub egress_allowed: Counter,
     pub egress_denied: Counter,
+    /// Tool-call times by provider id.
+    tool_calls: Mutex<BTreeMap<String, Arc<ToolCallTimes>>>,
+}
+
+/// The two parts of one provider's tool calls.
+#[derive(Debug, Default)]
+pub struct ToolCallTimes {
     /// How long each tool job's provider took to answer (the upstream server and the transport
     /// to it, sandbox included).
-    pub tool_provider: Histogram,
+    pub provider: Histogram,
     /// What the gateway itself added to each `tools/call` answered by a job: from the request's
     /// dispatch to its reply, less the provider's time (recording the job, audit, validation,
     /// scheduling; not the HTTP framing around it).
-    pub tool_gateway: Histogram,
+    pub gateway: Histogram,
 }
 
 impl Metrics {
+    /// The tool-call histograms of `provider` (created on its first call).
+    pub fn tool_calls(&self, provider: &str) -> Arc<ToolCallTimes> {
+        let mut all = self.tool_calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(t) = all.get(provider) {
+            return t.clone();
+        }
+        all.entry(provider.to_string()).or_default().clone()
+    }
+
     /// Renders the text exposition format; provider gauges are passed in by the caller.
     pub fn render(&self, providers: &[(String, bool, usize)]) -> String {
         let mut s = String::new();
@@ -153,8 +171,14 @@ impl Metrics {
              tool job) and `gateway` (what the gateway added to a tools/call, its dispatch to its reply less \
              the provider's time).\n# TYPE axp_tool_call_seconds histogram"
         );
-        self.tool_provider.render(&mut s, "axp_tool_call_seconds", "part=\"provider\"");
-        self.tool_gateway.render(&mut s, "axp_tool_call_seconds", "part=\"gateway\"");
+        let calls: Vec<(String, Arc<ToolCallTimes>)> = {
+            let all = self.tool_calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            all.iter().map(|(id, t)| (id.clone(), t.clone())).collect()
+        };
+        for (id, t) in calls {
+            t.provider.render(&mut s, "axp_tool_call_seconds", &format!("part=\"provider\",provider=\"{id}\""));
+            t.gateway.render(&mut s, "axp_tool_call_seconds", &format!("part=\"gateway\",provider=\"{id}\""));
+        }
         s
     }
 }
@@ -177,10 +201,11 @@ mod tests {
     fn a_histogram_renders_cumulative_buckets_its_sum_and_count() {
         let m = Metrics::default();
         for us in [10, 40, 40, 900, 3_000_000, 1_000_000_000] {
-            m.tool_gateway.observe(Duration::from_micros(us));
+            m.tool_calls("ev").gateway.observe(Duration::from_micros(us));
         }
+        m.tool_calls("time").provider.observe(Duration::from_millis(2));
         let text = m.render(&[]);
-        let b = series(&text, "axp_tool_call_seconds_bucket{part=\"gateway\"");
+        let b = series(&text, "axp_tool_call_seconds_bucket{part=\"gateway\",provider=\"ev\"");
         let at = |le: &str| b.iter().find(|(k, _)| k.ends_with(&format!("le=\"{le}\"}}"))).unwrap().1;
         assert_eq!(at("0.000025"), 1.0, "{text}");
         assert_eq!(at("0.00005"), 3.0);
@@ -190,11 +215,13 @@ mod tests {
         assert_eq!(at("600"), 5.0, "1000 s is above the last bound");
         assert_eq!(at("+Inf"), 6.0);
         assert!(b.windows(2).all(|w| w[0].1 <= w[1].1), "cumulative: {b:?}");
-        let sum = series(&text, "axp_tool_call_seconds_sum{part=\"gateway\"}")[0].1;
+        let sum = series(&text, "axp_tool_call_seconds_sum{part=\"gateway\",provider=\"ev\"}")[0].1;
         assert!((sum - 1003.00099).abs() < 1e-6, "{sum}");
-        assert_eq!(series(&text, "axp_tool_call_seconds_count{part=\"gateway\"}")[0].1, 6.0);
-        // The other part is there, empty.
-        assert_eq!(series(&text, "axp_tool_call_seconds_count{part=\"provider\"}")[0].1, 0.0);
+        assert_eq!(series(&text, "axp_tool_call_seconds_count{part=\"gateway\",provider=\"ev\"}")[0].1, 6.0);
+        // Each provider has both parts; one it has not observed is there, empty.
+        assert_eq!(series(&text, "axp_tool_call_seconds_count{part=\"provider\",provider=\"ev\"}")[0].1, 0.0);
+        assert_eq!(series(&text, "axp_tool_call_seconds_count{part=\"provider\",provider=\"time\"}")[0].1, 1.0);
+        assert_eq!(series(&text, "axp_tool_call_seconds_count{part=\"gateway\",provider=\"time\"}")[0].1, 0.0);
         assert_eq!(text.matches("# TYPE axp_tool_call_seconds histogram").count(), 1);
     }
 }

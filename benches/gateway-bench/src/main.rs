@@ -333,7 +333,7 @@ async fn tool_call_totals(metrics_url: &str) -> Option<[Totals; 2]> {
                 .and_then(|l| l.rsplit_once(' '))
                 .and_then(|(_, v)| v.parse().ok())
         };
-        let prefix = format!("axp_tool_call_seconds_bucket{{part=\"{name}\",le=\"");
+        let prefix = format!("axp_tool_call_seconds_bucket{{part=\"{name}\",provider=\"everything\",le=\"");
         let buckets = text
             .lines()
             .filter_map(|l| l.strip_prefix(&prefix))
@@ -344,8 +344,8 @@ async fn tool_call_totals(metrics_url: &str) -> Option<[Totals; 2]> {
             .collect();
         Some(Totals {
             buckets,
-            sum: value(&format!("axp_tool_call_seconds_sum{{part=\"{name}\"}}"))?,
-            count: value(&format!("axp_tool_call_seconds_count{{part=\"{name}\"}}"))?,
+            sum: value(&format!("axp_tool_call_seconds_sum{{part=\"{name}\",provider=\"everything\"}}"))?,
+            count: value(&format!("axp_tool_call_seconds_count{{part=\"{name}\",provider=\"everything\"}}"))?,
         })
     };
     Some([part("provider")?, part("gateway")?])

@@ -62,18 +62,24 @@ async fn calls_through_mcp_and_axp_faces() {
         assert_eq!(e["seq"], i as u64, "seqs are dense from 0");
     }
 
-    // `/metrics` splits every call's time: the provider's for all three tool jobs, the
-    // gateway's own for the two answered as tools/call (a job.start has no reply to wait for).
+    // `/metrics` splits every call's time by provider: the provider's for all three tool jobs,
+    // the gateway's own for the two answered as tools/call (a job.start has no reply to wait for).
     let metrics = reqwest::get(format!("{}/metrics", gw.base)).await.unwrap().text().await.unwrap();
     let value = |series: &str| -> f64 {
         let line = metrics.lines().find(|l| l.starts_with(series)).unwrap_or_else(|| panic!("{series}: {metrics}"));
         line.rsplit_once(' ').unwrap().1.parse().unwrap()
     };
-    assert_eq!(value("axp_tool_call_seconds_count{part=\"provider\"}"), 3.0, "{metrics}");
-    assert_eq!(value("axp_tool_call_seconds_count{part=\"gateway\"}"), 2.0, "{metrics}");
-    assert_eq!(value("axp_tool_call_seconds_bucket{part=\"gateway\",le=\"+Inf\"}"), 2.0, "{metrics}");
-    assert!(value("axp_tool_call_seconds_sum{part=\"provider\"}") > 0.0, "{metrics}");
-    assert!(value("axp_tool_call_seconds_sum{part=\"gateway\"}") > 0.0, "{metrics}");
+    for (provider, part, calls) in [
+        ("everything", "provider", 2.0),
+        ("everything", "gateway", 1.0),
+        ("time", "provider", 1.0),
+        ("time", "gateway", 1.0),
+    ] {
+        let labels = format!("part=\"{part}\",provider=\"{provider}\"");
+        assert_eq!(value(&format!("axp_tool_call_seconds_count{{{labels}}}")), calls, "{labels}: {metrics}");
+        assert_eq!(value(&format!("axp_tool_call_seconds_bucket{{{labels},le=\"+Inf\"}}")), calls, "{metrics}");
+        assert!(value(&format!("axp_tool_call_seconds_sum{{{labels}}}")) > 0.0, "{labels}: {metrics}");
+    }
 }
 
 #[tokio::test]
