@@ -483,10 +483,17 @@ impl Gateway {
         let detail = json!({"tool": name, "args_sha256": digest, "job_id": job.id, "via": "tools/call"});
         let key = (s.id.clone(), id_key(&serde_json::to_value(req_id).unwrap_or_default()));
         self.inflight_lock().insert(key.clone(), job.id.clone());
-        // The audit record's fsync overlaps the call; the reply still waits for both, so no
-        // result is acknowledged before its record is durable.
-        let (audited, result) =
-            tokio::join!(self.audit(Kind::ToolCall, Some(&s.id), detail), self.follow(&job, ctx, progress_token));
+        // The audit record is written (and, by default, fsynced) while the provider works: one
+        // yield first lets the job's task send the call, so the record's write follows the
+        // dispatch instead of delaying it. The reply still waits for both, so no result is
+        // acknowledged before its record is durable; and a call that a crash cuts short between
+        // the two is still on record, as the job row inserted before dispatch (`lost` after
+        // the restart).
+        let audited = async {
+            tokio::task::yield_now().await;
+            self.audit(Kind::ToolCall, Some(&s.id), detail).await
+        };
+        let (audited, result) = tokio::join!(audited, self.follow(&job, ctx, progress_token));
         self.inflight_lock().remove(&key);
         audited?;
         let reply = result.map(|o| serde_json::to_value(o).unwrap_or_default());
