@@ -1,6 +1,6 @@
 //! Benchmark fixture for `bench.sh`: a DNS server (hickory-server) that answers every A query
 //! with 127.0.0.2, and an HTTP/1.1 origin on 127.0.0.2 serving `/1k` (1 KiB) and `/100m`
-//! (100 MiB), one request per connection. Prints `dns=IP:PORT http=IP:PORT` and runs until
+//! (100 MiB), with HTTP/1.1 persistent connections. Prints `dns=IP:PORT http=IP:PORT` and runs until
 //! killed. Not part of the proxy; it only exists so the benchmark has real parts to talk to.
 
 #![allow(clippy::unwrap_used)]
@@ -52,29 +52,45 @@ async fn main() {
         let (mut s, _) = http.accept().await.unwrap();
         let _ = s.set_nodelay(true);
         tokio::spawn(async move {
+            // HTTP/1.1 persistence, as any real origin has it: requests are served in turn on
+            // one connection until one says `Connection: close` (what the benchmark client and
+            // the proxies' upstream requests for HTTP/1.0 send) or the client closes.
             let mut buf = vec![0u8; 8192];
             let mut got = Vec::new();
-            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut buf).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
-                }
-            }
-            let big = got.starts_with(b"GET /100m");
-            let len: usize = if big { 100 << 20 } else { 1024 };
-            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n");
-            if s.write_all(head.as_bytes()).await.is_err() {
-                return;
-            }
-            let mut left = len;
-            while left > 0 {
-                let n = left.min(chunk.len());
-                if s.write_all(&chunk[..n]).await.is_err() {
+            loop {
+                let end = loop {
+                    if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+                got.drain(..end);
+                let close = head.contains("\r\nconnection: close") || head.contains(" http/1.0\r\n");
+                let len: usize = if head.starts_with("get /100m") { 100 << 20 } else { 1024 };
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n{}\r\n",
+                    if close { "Connection: close\r\n" } else { "" }
+                );
+                if s.write_all(head.as_bytes()).await.is_err() {
                     return;
                 }
-                left -= n;
+                let mut left = len;
+                while left > 0 {
+                    let n = left.min(chunk.len());
+                    if s.write_all(&chunk[..n]).await.is_err() {
+                        return;
+                    }
+                    left -= n;
+                }
+                if close {
+                    let _ = s.shutdown().await;
+                    return;
+                }
             }
-            let _ = s.shutdown().await;
         });
     }
 }

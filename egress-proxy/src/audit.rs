@@ -47,6 +47,10 @@ pub struct AuditRecord {
     /// Why an allowed connection ended (`closed`, `idle_timeout`, `byte_limit`, `error`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end: Option<&'static str>,
+    /// Plain HTTP: the request went over an upstream connection kept from an earlier request
+    /// (to the same destination, after this request's own checks passed).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
     /// Bytes from client to upstream.
     pub bytes_up: u64,
     /// Bytes from upstream to client.
@@ -66,6 +70,8 @@ pub struct Metrics {
     pub bytes_up: AtomicU64,
     /// Bytes upstream → client.
     pub bytes_down: AtomicU64,
+    /// Plain-HTTP requests sent over a kept upstream connection.
+    pub upstream_reused: AtomicU64,
     decisions: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
 }
 
@@ -102,6 +108,12 @@ impl Metrics {
         s.push_str(&g("axp_egress_active", "gauge", "Connections open now.", &self.active));
         s.push_str(&g("axp_egress_bytes_up_total", "counter", "Bytes client to upstream.", &self.bytes_up));
         s.push_str(&g("axp_egress_bytes_down_total", "counter", "Bytes upstream to client.", &self.bytes_down));
+        s.push_str(&g(
+            "axp_egress_upstream_reused_total",
+            "counter",
+            "Plain-HTTP requests sent over a kept upstream connection.",
+            &self.upstream_reused,
+        ));
         s
     }
 }

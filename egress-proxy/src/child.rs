@@ -142,6 +142,9 @@ pub struct WireRecord {
     pub inner: Option<String>,
     /// See [`AuditRecord::end`].
     pub end: Option<String>,
+    /// See [`AuditRecord::reused`].
+    #[serde(default)]
+    pub reused: bool,
     /// See [`AuditRecord::bytes_up`].
     pub bytes_up: u64,
     /// See [`AuditRecord::bytes_down`].
@@ -165,6 +168,7 @@ impl From<&AuditRecord> for WireRecord {
             detail: r.detail.clone(),
             inner: r.inner.map(Into::into),
             end: r.end.map(Into::into),
+            reused: r.reused,
             bytes_up: r.bytes_up,
             bytes_down: r.bytes_down,
             duration_ms: r.duration_ms,
@@ -209,6 +213,7 @@ impl WireRecord {
             detail: self.detail,
             inner: self.inner.as_deref().map(intern),
             end: self.end.as_deref().map(intern),
+            reused: self.reused,
             bytes_up: self.bytes_up,
             bytes_down: self.bytes_down,
             duration_ms: self.duration_ms,

@@ -1,6 +1,8 @@
-//! HTTP/1.x request heads as a forward proxy sees them: parsing (with `httparse`), the checks
-//! that keep one request to one destination (absolute-form target, `Host` agreement, unambiguous
-//! body framing), the head rewritten for the origin server, and a scanner for chunked bodies.
+//! HTTP/1.x as a forward proxy sees it: request heads (parsing with `httparse`, the checks that
+//! keep one request to one destination: absolute-form target, `Host` agreement, unambiguous body
+//! framing; the head rewritten for the origin server), response heads (where the body ends, after
+//! RFC 9112 §6.3, whether the upstream connection can carry another request, and the head
+//! rewritten for the client), and a scanner for chunked bodies (either direction).
 //!
 //! Pure functions only. This module must not perform I/O or consult the allowlist.
 
@@ -141,12 +143,19 @@ pub enum Body {
 pub struct ForwardRequest {
     /// The destination.
     pub target: Target,
-    /// The head to send upstream (origin-form, hop-by-hop headers removed, `Connection: close`).
+    /// The head to send upstream (origin-form, hop-by-hop headers removed; `Connection: close`
+    /// for HTTP/1.0, persistent for HTTP/1.1).
     pub upstream_head: Vec<u8>,
     /// The body framing.
     pub body: Body,
+    /// Whether the request may go over an upstream connection kept from an earlier one: a
+    /// bodiless `GET`, `HEAD` or `OPTIONS`, which is safe to send again on a fresh connection
+    /// if the kept one turns out to have been closed by the origin (RFC 9110 §9.2.2).
+    pub may_reuse: bool,
 }
 
+/// Hop-by-hop fields (RFC 9110 §7.6.1, and the `Proxy-*` and `Keep-Alive` of older practice):
+/// they describe one connection, so a proxy never forwards them.
 const HOP_BY_HOP: &[&str] = &[
     "connection",
     "proxy-connection",
@@ -158,26 +167,22 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
-/// Checks an absolute-form request and builds the head for the origin server. One request per
-/// connection: `Connection: close` is always sent, so a second request on the same connection can
-/// never reach the origin under the first one's checks.
-pub fn forward_request(head: &RequestHead) -> Result<ForwardRequest, HeadError> {
-    let (target, path) = parse_absolute_form(&head.target)?;
-    head.check_host(&target, 80)?;
-    let body = head.body()?;
-    let listed: Vec<String> = head
-        .values("connection")
-        .flat_map(|v| v.split(|b| *b == b','))
+/// The field names a `Connection` header lists (lower case): hop-by-hop as well.
+fn connection_tokens(headers: &[(String, Vec<u8>)]) -> Vec<String> {
+    headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+        .flat_map(|(_, v)| v.split(|b| *b == b','))
         .filter_map(|t| std::str::from_utf8(t).ok())
         .map(|t| t.trim().to_ascii_lowercase())
-        .collect();
-    let mut out = Vec::with_capacity(head.len + 64);
-    out.extend_from_slice(head.method.as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(path.as_bytes());
-    out.extend_from_slice(if head.minor == 0 { b" HTTP/1.0\r\n" } else { b" HTTP/1.1\r\n" });
+        .collect()
+}
+
+/// Appends every end-to-end header (hop-by-hop ones and those `Connection` lists left out).
+fn end_to_end(out: &mut Vec<u8>, headers: &[(String, Vec<u8>)]) -> bool {
+    let listed = connection_tokens(headers);
     let mut saw_host = false;
-    for (n, v) in &head.headers {
+    for (n, v) in headers {
         let lower = n.to_ascii_lowercase();
         if HOP_BY_HOP.contains(&lower.as_str()) || listed.contains(&lower) {
             continue;
@@ -188,11 +193,165 @@ pub fn forward_request(head: &RequestHead) -> Result<ForwardRequest, HeadError> 
         out.extend_from_slice(v);
         out.extend_from_slice(b"\r\n");
     }
-    if !saw_host {
+    saw_host
+}
+
+/// Checks an absolute-form request and builds the head for the origin server. One request per
+/// client connection: the proxy answers with `Connection: close` and reads nothing after the
+/// request's body, so a second request on the same client connection can never reach an origin
+/// under the first one's checks. Upstream, an HTTP/1.1 request leaves the connection persistent
+/// (the proxy may keep it for a later request to the same destination; see `proxy.rs`), and an
+/// HTTP/1.0 one asks for `Connection: close`.
+pub fn forward_request(head: &RequestHead) -> Result<ForwardRequest, HeadError> {
+    let (target, path) = parse_absolute_form(&head.target)?;
+    head.check_host(&target, 80)?;
+    let body = head.body()?;
+    let mut out = Vec::with_capacity(head.len + 64);
+    out.extend_from_slice(head.method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(path.as_bytes());
+    out.extend_from_slice(if head.minor == 0 { b" HTTP/1.0\r\n" } else { b" HTTP/1.1\r\n" });
+    if !end_to_end(&mut out, &head.headers) {
         out.extend_from_slice(format!("Host: {}\r\n", host_header(&target)).as_bytes());
     }
-    out.extend_from_slice(b"Connection: close\r\n\r\n");
-    Ok(ForwardRequest { target, upstream_head: out, body })
+    out.extend_from_slice(if head.minor == 0 { b"Connection: close\r\n\r\n" } else { b"\r\n" });
+    let may_reuse = body == Body::None && ["GET", "HEAD", "OPTIONS"].contains(&head.method.as_str());
+    Ok(ForwardRequest { target, upstream_head: out, body, may_reuse })
+}
+
+/// A parsed response head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseHead {
+    /// The status code.
+    pub status: u16,
+    /// The reason phrase as sent (may be empty).
+    pub reason: String,
+    /// Minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor: u8,
+    /// Header names and raw values, in order.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// Length of the head in bytes, including the final CRLF CRLF.
+    pub len: usize,
+}
+
+/// Parses a response head from the start of `buf`. `Ok(None)` means incomplete.
+pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead>, HeadError> {
+    let mut hdrs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut hdrs);
+    match resp.parse(buf) {
+        Ok(httparse::Status::Partial) => Ok(None),
+        Ok(httparse::Status::Complete(len)) => Ok(Some(ResponseHead {
+            status: resp.code.unwrap_or_default(),
+            reason: resp.reason.unwrap_or_default().to_string(),
+            minor: resp.version.unwrap_or(1),
+            headers: resp.headers.iter().map(|h| (h.name.to_string(), h.value.to_vec())).collect(),
+            len,
+        })),
+        Err(httparse::Error::TooManyHeaders) => Err(HeadError::TooManyHeaders),
+        Err(e) => Err(HeadError::Syntax(e.to_string())),
+    }
+}
+
+/// How a response body is delimited (RFC 9112 §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseBody {
+    /// No body (a `HEAD` request, 204, 304).
+    None,
+    /// Exactly this many bytes.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Everything until the origin closes the connection.
+    UntilClose,
+}
+
+/// A final response as the proxy relays it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayedResponse {
+    /// Where its body ends.
+    pub body: ResponseBody,
+    /// Whether the upstream connection can carry another request once the body has ended:
+    /// HTTP/1.1, a delimited body, and no `Connection: close`.
+    pub reusable: bool,
+    /// The head to send the client: HTTP/1.1, hop-by-hop headers removed, `Connection: close`.
+    pub client_head: Vec<u8>,
+}
+
+impl ResponseHead {
+    /// Whether this is an interim (1xx) response, which a final one follows. 101 is not: the
+    /// proxy never forwards `Upgrade`, so [`relay_response`] refuses it.
+    pub fn is_interim(&self) -> bool {
+        (100..200).contains(&self.status) && self.status != 101
+    }
+
+    /// The head to send the client for an interim response (hop-by-hop headers removed).
+    pub fn interim_head(&self) -> Vec<u8> {
+        let mut out = self.status_line();
+        end_to_end(&mut out, &self.headers);
+        out.extend_from_slice(b"\r\n");
+        out
+    }
+
+    fn status_line(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len + 32);
+        out.extend_from_slice(format!("HTTP/1.1 {:03} {}\r\n", self.status, self.reason).as_bytes());
+        out
+    }
+
+    fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.headers.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
+    }
+}
+
+/// Decides where a final response's body ends and whether its connection can be kept, and
+/// builds the head for the client. `head_request`: the request was `HEAD` (no body follows,
+/// whatever the headers say). Refused as smuggling or response-splitting vectors: both
+/// `Content-Length` and `Transfer-Encoding`, differing or non-numeric `Content-Length`s,
+/// `chunked` other than last, and a 101 to a request that asked for no upgrade.
+pub fn relay_response(head: &ResponseHead, head_request: bool) -> Result<RelayedResponse, HeadError> {
+    if head.status == 101 {
+        return Err(HeadError::Framing("101 Switching Protocols, but no upgrade was asked for"));
+    }
+    let te: Vec<&[u8]> = head.values("transfer-encoding").collect();
+    let cl: Vec<&[u8]> = head.values("content-length").collect();
+    if !te.is_empty() && !cl.is_empty() {
+        return Err(HeadError::Framing("both Content-Length and Transfer-Encoding"));
+    }
+    let codings: Vec<String> = te
+        .iter()
+        .flat_map(|v| v.split(|b| *b == b','))
+        .map(|c| String::from_utf8_lossy(c).trim().to_ascii_lowercase())
+        .filter(|c| !c.is_empty())
+        .collect();
+    if codings.iter().rev().skip(1).any(|c| c == "chunked") {
+        return Err(HeadError::Framing("chunked is not the last transfer coding"));
+    }
+    let mut len = None;
+    for v in cl {
+        let s = std::str::from_utf8(v)
+            .ok()
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or(HeadError::Framing("Content-Length is not a number"))?;
+        if len.is_some_and(|l| l != s) {
+            return Err(HeadError::Framing("differing Content-Length headers"));
+        }
+        len = Some(s);
+    }
+    let body = if head_request || head.status == 204 || head.status == 304 {
+        ResponseBody::None
+    } else if !codings.is_empty() {
+        if codings.last().is_some_and(|c| c == "chunked") { ResponseBody::Chunked } else { ResponseBody::UntilClose }
+    } else {
+        len.map_or(ResponseBody::UntilClose, ResponseBody::Length)
+    };
+    let close = connection_tokens(&head.headers).iter().any(|t| t == "close");
+    let reusable = head.minor == 1 && body != ResponseBody::UntilClose && !close;
+    let mut client_head = head.status_line();
+    end_to_end(&mut client_head, &head.headers);
+    client_head.extend_from_slice(b"Connection: close\r\n\r\n");
+    Ok(RelayedResponse { body, reusable, client_head })
 }
 
 fn host_header(t: &Target) -> String {
@@ -355,7 +514,7 @@ mod tests {
     }
 
     #[test]
-    fn rewrites_to_origin_form_with_connection_close() {
+    fn rewrites_to_origin_form_without_hop_by_hop_headers() {
         let h = head(
             "GET http://allowed.test:8080/a?b HTTP/1.1\r\nHost: allowed.test:8080\r\nProxy-Connection: keep-alive\r\nConnection: x-foo\r\nX-Foo: 1\r\nAccept: */*\r\n\r\n",
         );
@@ -363,8 +522,91 @@ mod tests {
         assert_eq!(f.target.to_string(), "allowed.test:8080");
         assert_eq!(
             String::from_utf8(f.upstream_head).unwrap(),
-            "GET /a?b HTTP/1.1\r\nHost: allowed.test:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+            "GET /a?b HTTP/1.1\r\nHost: allowed.test:8080\r\nAccept: */*\r\n\r\n"
         );
+        assert!(f.may_reuse);
+        // HTTP/1.0 is not persistent by default: the origin is asked to close.
+        let f = forward_request(&head("GET http://a.test/ HTTP/1.0\r\n\r\n")).unwrap();
+        assert_eq!(
+            String::from_utf8(f.upstream_head).unwrap(),
+            "GET / HTTP/1.0\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn only_bodiless_safe_requests_may_take_a_kept_connection() {
+        let reuse = |s: &str| forward_request(&head(s)).unwrap().may_reuse;
+        assert!(reuse("HEAD http://a.test/ HTTP/1.1\r\n\r\n"));
+        assert!(reuse("OPTIONS http://a.test/ HTTP/1.1\r\n\r\n"));
+        assert!(!reuse("POST http://a.test/ HTTP/1.1\r\n\r\n"));
+        assert!(!reuse("DELETE http://a.test/ HTTP/1.1\r\n\r\n"));
+        assert!(!reuse("GET http://a.test/ HTTP/1.1\r\nContent-Length: 2\r\n\r\n"));
+        assert!(!reuse("GET http://a.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"));
+    }
+
+    fn response(s: &str, head_request: bool) -> Result<RelayedResponse, HeadError> {
+        relay_response(&parse_response_head(s.as_bytes()).unwrap().unwrap(), head_request)
+    }
+
+    #[test]
+    fn response_framing_follows_rfc_9112() {
+        let r = response("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", false).unwrap();
+        assert_eq!((r.body, r.reusable), (ResponseBody::Length(5), true));
+        let r = response("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", false).unwrap();
+        assert_eq!((r.body, r.reusable), (ResponseBody::Chunked, true));
+        // A body that ends when the origin closes: the connection cannot carry another request.
+        let r = response("HTTP/1.1 200 OK\r\n\r\n", false).unwrap();
+        assert_eq!((r.body, r.reusable), (ResponseBody::UntilClose, false));
+        let r = response("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", false).unwrap();
+        assert_eq!((r.body, r.reusable), (ResponseBody::UntilClose, false));
+        // No body after HEAD, 204 or 304, whatever Content-Length says.
+        let r = response("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true).unwrap();
+        assert_eq!((r.body, r.reusable), (ResponseBody::None, true));
+        assert_eq!(response("HTTP/1.1 204 No Content\r\n\r\n", false).unwrap().body, ResponseBody::None);
+        assert_eq!(
+            response("HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n", false).unwrap().body,
+            ResponseBody::None
+        );
+        // The origin's close, HTTP/1.0, and keep-alive tokens in any case.
+        assert!(
+            !response("HTTP/1.1 200 OK\r\nConnection: Keep-Alive, CLOSE\r\nContent-Length: 0\r\n\r\n", false)
+                .unwrap()
+                .reusable
+        );
+        assert!(!response("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", false).unwrap().reusable);
+    }
+
+    #[test]
+    fn ambiguous_responses_are_refused() {
+        for bad in [
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n",
+        ] {
+            assert!(matches!(response(bad, false), Err(HeadError::Framing(_))), "{bad}");
+        }
+        assert!(parse_response_head(b"HTTP/1.1 200 OK\r\nX: a\0b\r\n\r\n").is_err());
+        assert!(parse_response_head(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn the_client_gets_connection_close_and_no_hop_by_hop_headers() {
+        let r = response(
+            "HTTP/1.1 200 Fine\r\nConnection: keep-alive, x-hop\r\nKeep-Alive: timeout=5\r\nX-Hop: 1\r\nContent-Length: 2\r\nX-End: 2\r\n\r\n",
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(r.client_head).unwrap(),
+            "HTTP/1.1 200 Fine\r\nContent-Length: 2\r\nX-End: 2\r\nConnection: close\r\n\r\n"
+        );
+        let h = parse_response_head(b"HTTP/1.1 100 Continue\r\n\r\n").unwrap().unwrap();
+        assert!(h.is_interim());
+        assert_eq!(h.interim_head(), b"HTTP/1.1 100 Continue\r\n\r\n");
+        assert!(!parse_response_head(b"HTTP/1.1 101 S\r\n\r\n").unwrap().unwrap().is_interim());
     }
 
     #[test]

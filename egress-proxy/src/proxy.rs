@@ -1,7 +1,9 @@
 //! The proxy itself: listeners (TCP and UNIX), protocol detection (HTTP absolute-form and
 //! CONNECT vs SOCKS5 by the first byte), the decision for each attempt (allowlist, own DNS
 //! resolution, address classification, self-connection, limits), the TLS/HTTP first-bytes check
-//! inside tunnels, the byte pump with idle timeout and byte budget, and the audit record.
+//! inside tunnels, the byte pump with idle timeout and byte budget (and, for plain HTTP, the
+//! response framing that tells where a response ends), the pool of upstream connections kept
+//! between plain-HTTP requests, and the audit record.
 //!
 //! All parsing and policy is delegated to the pure modules (`host`, `policy`, `ipclass`, `tls`,
 //! `http`, `socks`); this module owns I/O and ordering only. It must never open a connection to an
@@ -186,6 +188,39 @@ struct Shared {
     budget: Budget,
     conn_seq: AtomicU64,
     dns_cache: std::sync::Mutex<std::collections::HashMap<String, (Vec<IpAddr>, Instant)>>,
+    pool: std::sync::Mutex<Vec<Kept>>,
+}
+
+/// An upstream connection kept after a plain-HTTP exchange that ended cleanly at a message
+/// boundary, for a later request to the same destination.
+///
+/// The pool belongs to one proxy instance, so it never crosses owners (each session or
+/// provider has its own instance, and so its own pool). A kept connection is only taken by a
+/// request whose own decision has just passed (allowlist, fresh resolution, every address
+/// classified) and whose resolved addresses include the one the connection goes to: reuse skips
+/// the TCP connect, never a check. Only bodiless `GET`, `HEAD` and `OPTIONS` take one, so that
+/// a connection the origin closed meanwhile can be replaced and the request sent again.
+struct Kept {
+    target: Target,
+    addr: SocketAddr,
+    conn: TcpStream,
+    since: Instant,
+}
+
+/// Most upstream connections one instance keeps idle.
+const POOL_MAX: usize = 32;
+/// Longest an upstream connection is kept idle (less if the instance's idle timeout is less).
+const POOL_IDLE: Duration = Duration::from_secs(30);
+/// Largest response head accepted from an upstream.
+const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+
+/// Whether a kept connection can carry a request: the origin has neither closed it nor sent
+/// anything unasked. One non-blocking `recv(MSG_PEEK)`; tokio's own `try_read` only knows what
+/// its driver last saw, which can be older than the origin's FIN.
+fn still_open(conn: &TcpStream) -> bool {
+    use rustix::net::{RecvFlags, recv};
+    let mut b = [0u8; 1];
+    matches!(recv(conn, &mut b[..], RecvFlags::PEEK | RecvFlags::DONTWAIT), Err(e) if e == rustix::io::Errno::AGAIN)
 }
 
 /// Binds every listener in `config` and runs until `shutdown` completes.
@@ -279,6 +314,7 @@ impl Proxy {
                 budget,
                 conn_seq: AtomicU64::new(0),
                 dns_cache: std::sync::Mutex::default(),
+                pool: std::sync::Mutex::default(),
             }),
         })
     }
@@ -350,8 +386,23 @@ impl Proxy {
                 }
             });
         }
+        {
+            // Kept upstream connections that outlive their time are closed even when no request
+            // comes to look at the pool.
+            let sh = shared.clone();
+            accepters.spawn(async move {
+                let mut tick = tokio::time::interval(sh.pool_idle().max(Duration::from_secs(1)));
+                loop {
+                    tick.tick().await;
+                    sh.pool_sweep();
+                }
+            });
+        }
         shutdown.await;
         accepters.abort_all();
+        if let Ok(mut p) = shared.pool.lock() {
+            p.clear();
+        }
         let _ = stop_tx.send(true);
         // Let the stopped connections unwind and release their sockets before returning.
         tokio::task::yield_now().await;
@@ -399,12 +450,19 @@ fn refuse(code: &'static str, detail: impl Into<String>) -> Refuse {
     (code, detail.into())
 }
 
+/// Marks the record as allowed by `rule`.
+fn granted(rec: &mut AuditRecord, rule: &str) {
+    rec.decision = "allow";
+    rec.reason = "granted";
+    rec.detail = format!("granted by `{rule}`");
+}
+
 fn http_status(code: &str) -> (u16, &'static str) {
     match code {
         "malformed" | "invalid_host" | "host_mismatch" => (400, "Bad Request"),
         "header_too_large" => (431, "Request Header Fields Too Large"),
         "connection_limit" | "byte_limit" => (503, "Service Unavailable"),
-        "resolve_failed" | "upstream_failed" => (502, "Bad Gateway"),
+        "resolve_failed" | "upstream_failed" | "upstream_malformed" => (502, "Bad Gateway"),
         "unsupported" => (501, "Not Implemented"),
         "idle_timeout" => (408, "Request Timeout"),
         _ => (403, "Forbidden"),
@@ -450,6 +508,114 @@ enum UpFilter {
     Chunked(ChunkedScanner),
     /// Plain HTTP after the body: client bytes are dropped.
     Closed,
+}
+
+/// Where upstream → client bytes are in the response.
+enum Down {
+    /// A tunnel: everything passes as it comes.
+    Raw,
+    /// Plain HTTP: the response head is still being collected (`head_request`: the request was
+    /// `HEAD`, so no body follows).
+    Head { acc: Vec<u8>, head_request: bool },
+    /// Plain HTTP: this many body bytes are still to come.
+    Length(u64),
+    /// Plain HTTP: a chunked body.
+    Chunked(ChunkedScanner),
+    /// Plain HTTP: the body ends when the upstream closes.
+    UntilClose,
+    /// Plain HTTP: the response is complete; nothing more is forwarded.
+    Done,
+}
+
+/// What of one read from the upstream goes to the client.
+enum Advance {
+    /// The read's first this-many bytes, as they are.
+    Pass(usize),
+    /// These bytes (a rewritten head and the start of its body).
+    Send(Vec<u8>),
+}
+
+impl Down {
+    /// Takes one read from the upstream; `keep` is cleared when the exchange can no longer end
+    /// at a message boundary (the origin sent more than its response, or framed it so that only
+    /// its close can end it).
+    fn advance(&mut self, data: &[u8], keep: &mut bool) -> Result<Advance, Refuse> {
+        let Down::Head { acc, head_request } = self else {
+            return self.body_part(data, keep).map(Advance::Pass);
+        };
+        acc.extend_from_slice(data);
+        let mut out = Vec::new();
+        loop {
+            let head = match http::parse_response_head(acc) {
+                Ok(None) if acc.len() > MAX_RESPONSE_HEAD => {
+                    return Err(refuse(
+                        "upstream_malformed",
+                        format!("the upstream's response head exceeds {MAX_RESPONSE_HEAD} bytes"),
+                    ));
+                }
+                Ok(None) => return Ok(Advance::Send(out)),
+                Ok(Some(h)) => h,
+                Err(e) => return Err(refuse("upstream_malformed", format!("the upstream's response: {e}"))),
+            };
+            if head.is_interim() {
+                out.extend_from_slice(&head.interim_head());
+                acc.drain(..head.len);
+                continue;
+            }
+            let relayed = http::relay_response(&head, *head_request)
+                .map_err(|e| refuse("upstream_malformed", format!("the upstream's response: {e}")))?;
+            *keep &= relayed.reusable;
+            out.extend_from_slice(&relayed.client_head);
+            let rest = acc.split_off(head.len);
+            *self = match relayed.body {
+                http::ResponseBody::None | http::ResponseBody::Length(0) => Down::Done,
+                http::ResponseBody::Length(n) => Down::Length(n),
+                http::ResponseBody::Chunked => Down::Chunked(ChunkedScanner::default()),
+                http::ResponseBody::UntilClose => Down::UntilClose,
+            };
+            let k = self.body_part(&rest, keep)?;
+            out.extend_from_slice(&rest[..k]);
+            return Ok(Advance::Send(out));
+        }
+    }
+
+    /// How many of `data`'s bytes belong to the body; moves to `Done` at its end.
+    fn body_part(&mut self, data: &[u8], keep: &mut bool) -> Result<usize, Refuse> {
+        let (k, done) = match self {
+            Down::Raw | Down::UntilClose => (data.len(), false),
+            Down::Length(left) => {
+                let k = (*left).min(data.len() as u64);
+                *left -= k;
+                (k as usize, *left == 0)
+            }
+            Down::Chunked(sc) => match sc.feed(data) {
+                ChunkProgress::More => (data.len(), false),
+                ChunkProgress::Done(k) => (k, true),
+                ChunkProgress::Invalid => {
+                    return Err(refuse("upstream_malformed", "the upstream's chunked body is invalid"));
+                }
+            },
+            Down::Done | Down::Head { .. } => (0, true),
+        };
+        if k < data.len() {
+            *keep = false;
+        }
+        if done {
+            *self = Down::Done;
+        }
+        Ok(k)
+    }
+}
+
+/// How a pump ended, for the caller's upstream connection.
+enum PumpEnd {
+    /// The connection is finished with (dropped).
+    Closed,
+    /// Plain HTTP: the exchange ended at a message boundary; the connection can be kept.
+    Keep(TcpStream),
+    /// Plain HTTP over a kept connection: it turned out closed before any response byte, so the
+    /// request can be sent again on a fresh one.
+    Stale,
 }
 
 impl Shared {
@@ -510,7 +676,7 @@ impl Shared {
         if let Err((code, detail)) = res {
             // A refusal after the allow decision (a tunnel's first bytes failed their check)
             // turns the record into a denial.
-            rec.decision = if code == "upstream_failed" { "error" } else { "deny" };
+            rec.decision = if matches!(code, "upstream_failed" | "upstream_malformed") { "error" } else { "deny" };
             rec.reason = code;
             rec.detail = detail;
         }
@@ -573,7 +739,7 @@ impl Shared {
                 .map_err(|e| refuse("malformed", format!("client went away: {e}")))?;
             let leftover = buf.split_off(head.len);
             let filter = UpFilter::Tunnel(Inspect::Pending(Vec::new()));
-            return self.pump(s, upstream, &target, leftover, filter, rec).await;
+            return self.pump(s, upstream, &target, leftover, filter, Down::Raw, rec).await.map(drop);
         }
         let fwd = match http::forward_request(&head) {
             Ok(f) => f,
@@ -585,26 +751,54 @@ impl Shared {
             }
         };
         rec.target = Some(fwd.target.to_string());
-        let mut upstream = match self.decide_and_connect(&fwd.target, has_permit, rec).await {
-            Ok(u) => u,
+        let (rule, ips) = match self.decide(&fwd.target, has_permit, rec).await {
+            Ok(d) => d,
             Err(r) => return self.http_deny(s, r).await,
         };
-        let n = self.charge(fwd.upstream_head.len() as u64);
-        if n < fwd.upstream_head.len() as u64 {
-            return self.http_deny(s, refuse("byte_limit", "the session's byte budget is spent")).await;
+        let mut leftover = buf.split_off(head.len);
+        let mut kept = if fwd.may_reuse { self.pool_take(&fwd.target, &ips) } else { None };
+        loop {
+            let reused = kept.is_some();
+            let (addr, mut upstream) = match kept.take() {
+                Some(k) => {
+                    rec.addr = Some(k.0.to_string());
+                    granted(rec, &rule);
+                    k
+                }
+                None => match self.connect(&ips, fwd.target.port, &rule, rec).await {
+                    Ok(c) => c,
+                    Err(r) => return self.http_deny(s, r).await,
+                },
+            };
+            rec.reused = reused;
+            let n = self.charge(fwd.upstream_head.len() as u64);
+            if n < fwd.upstream_head.len() as u64 {
+                return self.http_deny(s, refuse("byte_limit", "the session's byte budget is spent")).await;
+            }
+            rec.bytes_up += n;
+            if let Err(e) = upstream.write_all(&fwd.upstream_head).await {
+                if reused {
+                    continue;
+                }
+                return self.http_deny(s, refuse("upstream_failed", format!("writing to upstream: {e}"))).await;
+            }
+            let filter = match fwd.body {
+                Body::None => UpFilter::Closed,
+                Body::Length(n) => UpFilter::Length(n),
+                Body::Chunked => UpFilter::Chunked(ChunkedScanner::default()),
+            };
+            let down = Down::Head { acc: Vec::new(), head_request: head.method == "HEAD" };
+            match self.pump(s, upstream, &fwd.target, std::mem::take(&mut leftover), filter, down, rec).await? {
+                // Only a kept connection ends as stale, and only a bodiless request takes one,
+                // so nothing of the client's is lost by sending the head again.
+                PumpEnd::Stale => {}
+                PumpEnd::Keep(conn) => {
+                    self.pool_put(&fwd.target, addr, conn);
+                    return Ok(());
+                }
+                PumpEnd::Closed => return Ok(()),
+            }
         }
-        rec.bytes_up += n;
-        upstream
-            .write_all(&fwd.upstream_head)
-            .await
-            .map_err(|e| refuse("upstream_failed", format!("writing to upstream: {e}")))?;
-        let filter = match fwd.body {
-            Body::None => UpFilter::Closed,
-            Body::Length(n) => UpFilter::Length(n),
-            Body::Chunked => UpFilter::Chunked(ChunkedScanner::default()),
-        };
-        let leftover = buf.split_off(head.len);
-        self.pump(s, upstream, &fwd.target, leftover, filter, rec).await
     }
 
     async fn http_deny<S: Io>(&self, s: &mut S, r: Refuse) -> Result<(), Refuse> {
@@ -672,7 +866,7 @@ impl Shared {
         };
         s.write_all(&socks::reply_bytes(socks::reply::OK)).await.map_err(|e| refuse("malformed", e.to_string()))?;
         let filter = UpFilter::Tunnel(Inspect::Pending(Vec::new()));
-        self.pump(s, upstream, &target, buf, filter, rec).await
+        self.pump(s, upstream, &target, buf, filter, Down::Raw, rec).await.map(drop)
     }
 
     fn is_self(&self, sa: SocketAddr) -> bool {
@@ -692,6 +886,18 @@ impl Shared {
         has_permit: bool,
         rec: &mut AuditRecord,
     ) -> Result<TcpStream, Refuse> {
+        let (rule, ips) = self.decide(target, has_permit, rec).await?;
+        self.connect(&ips, target.port, &rule, rec).await.map(|(_, c)| c)
+    }
+
+    /// The whole decision for one target: limits, the allowlist rule that grants it, and the
+    /// addresses it resolves to, every one of which has passed the address checks.
+    async fn decide(
+        &self,
+        target: &Target,
+        has_permit: bool,
+        rec: &mut AuditRecord,
+    ) -> Result<(String, Vec<IpAddr>), Refuse> {
         if !has_permit {
             return Err(refuse(
                 "connection_limit",
@@ -728,23 +934,73 @@ impl Shared {
                 return Err(refuse(d.code(), d.to_string()));
             }
         }
+        Ok((rule, ips))
+    }
+
+    /// Connects to the first of `ips` (all checked by [`Shared::decide`]) that answers.
+    async fn connect(
+        &self,
+        ips: &[IpAddr],
+        port: u16,
+        rule: &str,
+        rec: &mut AuditRecord,
+    ) -> Result<(SocketAddr, TcpStream), Refuse> {
         let mut last = String::new();
         for ip in ips {
-            let sa = SocketAddr::new(ip, target.port);
+            let sa = SocketAddr::new(*ip, port);
             rec.addr = Some(sa.to_string());
             match tokio::time::timeout(self.cfg.connect_timeout, TcpStream::connect(sa)).await {
                 Ok(Ok(u)) => {
                     let _ = u.set_nodelay(true);
-                    rec.decision = "allow";
-                    rec.reason = "granted";
-                    rec.detail = format!("granted by `{rule}`");
-                    return Ok(u);
+                    granted(rec, rule);
+                    return Ok((sa, u));
                 }
                 Ok(Err(e)) => last = format!("connecting to {sa}: {e}"),
                 Err(_) => last = format!("connecting to {sa} timed out"),
             }
         }
         Err(refuse("upstream_failed", last))
+    }
+
+    fn pool_idle(&self) -> Duration {
+        POOL_IDLE.min(self.cfg.idle_timeout)
+    }
+
+    /// A kept connection for `target` to one of `ips` that is still open, if there is one (the
+    /// newest first: the least likely to have been closed by the origin).
+    fn pool_take(&self, target: &Target, ips: &[IpAddr]) -> Option<(SocketAddr, TcpStream)> {
+        let idle = self.pool_idle();
+        let mut pool = self.pool.lock().ok()?;
+        while let Some(i) =
+            pool.iter().rposition(|k| &k.target == target && ips.contains(&k.addr.ip()) && k.since.elapsed() < idle)
+        {
+            let k = pool.swap_remove(i);
+            if still_open(&k.conn) {
+                self.audit.metrics.upstream_reused.fetch_add(1, Ordering::Relaxed);
+                return Some((k.addr, k.conn));
+            }
+        }
+        None
+    }
+
+    /// Keeps `conn` for a later request to `target`; the oldest kept one makes room if the pool
+    /// is full.
+    fn pool_put(&self, target: &Target, addr: SocketAddr, conn: TcpStream) {
+        let Ok(mut pool) = self.pool.lock() else { return };
+        if pool.len() >= POOL_MAX
+            && let Some(oldest) = pool.iter().enumerate().min_by_key(|(_, k)| k.since).map(|(i, _)| i)
+        {
+            pool.swap_remove(oldest);
+        }
+        pool.push(Kept { target: target.clone(), addr, conn, since: Instant::now() });
+    }
+
+    /// Closes kept connections past their time or closed by the origin.
+    fn pool_sweep(&self) {
+        let idle = self.pool_idle();
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.retain(|k| k.since.elapsed() < idle && still_open(&k.conn));
+        }
     }
 
     /// A still-valid answer for `name` from this instance's small TTL-bounded cache (in front of
@@ -872,8 +1128,27 @@ impl Shared {
         }
     }
 
+    /// Writes `data` to the client, charged to the budget: `Err` with the end reason when the
+    /// write fails or the budget runs out (after what it still granted was written).
+    async fn to_client<S: Io>(&self, client: &mut S, data: &[u8], rec: &mut AuditRecord) -> Result<(), &'static str> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let k = self.charge(data.len() as u64);
+        rec.bytes_down += k;
+        self.audit.metrics.bytes_down.fetch_add(k, Ordering::Relaxed);
+        self.write_within_idle(client, &data[..k as usize]).await?;
+        if k < data.len() as u64 {
+            return Err("byte_limit");
+        }
+        Ok(())
+    }
+
     /// Moves bytes both ways until both sides are done, the idle timeout fires, the budget is
-    /// spent, or the tunnel's first bytes fail their check.
+    /// spent, or the tunnel's first bytes fail their check. For plain HTTP (`down` is not
+    /// [`Down::Raw`]) it ends when the response does, and hands the upstream connection back
+    /// when the exchange ended at a message boundary.
+    #[allow(clippy::too_many_arguments)]
     async fn pump<S: Io>(
         &self,
         client: &mut S,
@@ -881,9 +1156,13 @@ impl Shared {
         target: &Target,
         initial: Vec<u8>,
         mut filter: UpFilter,
+        mut down: Down,
         rec: &mut AuditRecord,
-    ) -> Result<(), Refuse> {
-        let plain_http = !matches!(filter, UpFilter::Tunnel(_));
+    ) -> Result<PumpEnd, Refuse> {
+        let plain_http = !matches!(down, Down::Raw);
+        // Plain HTTP: whether the upstream connection can carry another request afterwards.
+        let mut keep = plain_http;
+        let mut got_response = false;
         // Buffers start small (most connections move a few KiB, and zeroing a large buffer per
         // connection shows in the latency) and double up to 512 KiB while reads fill them.
         const START: usize = 16 * 1024;
@@ -945,6 +1224,9 @@ impl Shared {
                     }
                 }
             }
+            if matches!(down, Down::Done) {
+                break "closed";
+            }
             if !client_open && !up_write_open && !up_open {
                 break "closed";
             }
@@ -975,18 +1257,31 @@ impl Shared {
                 r = up.read(&mut ubuf), if up_open => match r {
                     Ok(0) | Err(_) => {
                         up_open = false;
+                        keep = false;
+                        match down {
+                            Down::Head { ref acc, .. } if acc.is_empty() && !got_response && rec.reused => {
+                                return Ok(PumpEnd::Stale);
+                            }
+                            Down::Head { .. } if !got_response => {
+                                let r = refuse("upstream_failed", "the upstream closed without a complete response");
+                                return self.http_deny(client, r).await.map(|()| PumpEnd::Closed);
+                            }
+                            Down::UntilClose => down = Down::Done,
+                            _ => {}
+                        }
                         client_shut = true;
                         let _ = client.shutdown().await;
                     }
                     Ok(n) => {
-                        let k = self.charge(n as u64);
-                        rec.bytes_down += k;
-                        metrics.bytes_down.fetch_add(k, Ordering::Relaxed);
-                        if let Err(end) = self.write_within_idle(client, &ubuf[..k as usize]).await {
+                        let sent = match down.advance(&ubuf[..n], &mut keep) {
+                            Ok(Advance::Pass(k)) => self.to_client(client, &ubuf[..k], rec).await,
+                            Ok(Advance::Send(bytes)) => self.to_client(client, &bytes, rec).await,
+                            Err(r) if !got_response => return self.http_deny(client, r).await.map(|()| PumpEnd::Closed),
+                            Err(r) => return Err(r),
+                        };
+                        got_response |= rec.bytes_down > 0;
+                        if let Err(end) = sent {
                             break end;
-                        }
-                        if k < n as u64 {
-                            break "byte_limit";
                         }
                         if n == ubuf.len() && n < MAX {
                             ubuf.resize(n * 2, 0);
@@ -1002,9 +1297,20 @@ impl Shared {
         if !client_shut {
             let _ = client.shutdown().await;
         }
+        // The exchange ended at a message boundary: the whole response was read (and nothing
+        // after it), the whole request body was sent, and neither side asked to close.
+        if keep
+            && end == "closed"
+            && up_open
+            && up_write_open
+            && matches!(down, Down::Done)
+            && matches!(filter, UpFilter::Closed)
+        {
+            return Ok(PumpEnd::Keep(up));
+        }
         if up_write_open {
             let _ = up.shutdown().await;
         }
-        Ok(())
+        Ok(PumpEnd::Closed)
     }
 }

@@ -215,6 +215,101 @@ async fn serve_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut
     let _ = s.shutdown().await;
 }
 
+/// An HTTP/1.1 origin with persistent connections, as real ones have them: it answers requests
+/// in turn on one connection until a request says `Connection: close` or the client closes.
+/// Its answers name the upstream, the path, and the connection's number and request count
+/// (`conn=C req=R`), so a test sees which connection carried what. Paths that misbehave:
+/// `/split` sends a second, forged response right after the first one's body (response
+/// splitting); `/chunked` answers `hello` in two chunks; `/then-close` answers and then closes
+/// without saying so first (an origin's keep-alive timeout); `/then-drop-next` answers, and
+/// closes at the next request on the connection without answering it (the race an origin's
+/// timeout makes with a request already on the way); `/until-close` has no length, so only its
+/// close ends it. `HEAD` answers with the length a `GET` would have and no body, and
+/// `Expect: 100-continue` gets a `100 Continue` before the body is read.
+pub async fn persistent_upstream(ip: Ipv4Addr, name: &'static str) -> Upstream {
+    let l = TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let seen = Arc::new(Seen::default());
+    let s2 = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = l.accept().await else { return };
+            let conn = s2.conns.fetch_add(1, Ordering::SeqCst) + 1;
+            let s3 = s2.clone();
+            tokio::spawn(async move { serve_persistent(s, name, conn, &s3).await });
+        }
+    });
+    Upstream { addr, seen }
+}
+
+async fn serve_persistent(mut s: TcpStream, name: &str, conn: usize, seen: &Seen) {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 16384];
+    let mut drop_next = false;
+    for req in 1.. {
+        let head_end = loop {
+            if let Some(e) = find_head_end(&buf) {
+                break e;
+            }
+            match s.read(&mut tmp).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        };
+        if drop_next {
+            return;
+        }
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+        let lower = head.to_ascii_lowercase();
+        if lower.contains("\r\nexpect: 100-continue") {
+            let _ = s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
+        }
+        let cl = lower
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + cl {
+            match s.read(&mut tmp).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        }
+        seen.raw.lock().unwrap().push(buf[..head_end + cl].to_vec());
+        buf.drain(..head_end + cl);
+        let path = head.lines().next().unwrap_or("").split(' ').nth(1).unwrap_or("/").to_string();
+        let close = lower.contains("\r\nconnection: close") || lower.contains(" http/1.0\r\n");
+        let body = format!("upstream {name}: {path} conn={conn} req={req}\n");
+        let mut out = match path.as_str() {
+            "/chunked" => {
+                let (a, b) = body.split_at(5);
+                format!(
+                    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+                    b.len()
+                )
+            }
+            "/until-close" => format!("HTTP/1.1 200 OK\r\n\r\n{body}"),
+            _ => format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{}\r\n{}",
+                body.len(),
+                if close { "Connection: close\r\n" } else { "" },
+                if lower.starts_with("head ") { "" } else { body.as_str() }
+            ),
+        };
+        if path == "/split" {
+            out.push_str("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nforged\n");
+        }
+        if s.write_all(out.as_bytes()).await.is_err() {
+            return;
+        }
+        drop_next = path == "/then-drop-next";
+        if close || path == "/then-close" || path == "/until-close" {
+            let _ = s.shutdown().await;
+            return;
+        }
+    }
+}
+
 impl Upstream {
     pub async fn start(ip: Ipv4Addr, port: u16, name: &'static str) -> Upstream {
         let l = TcpListener::bind((ip, port)).await.unwrap();

@@ -111,13 +111,17 @@ async fn an_idle_tunnel_is_closed() {
     assert_eq!(r["end"], "idle_timeout", "{r}");
 }
 
-/// An upstream that answers nothing useful: it sends `n` bytes one every `every`, then holds
-/// the connection open without a word until the other side closes it.
-async fn trickling_upstream(n: usize, every: Duration) -> std::net::SocketAddr {
+/// An upstream that answers slowly: a response head with no length (`head`, if given), then
+/// `n` bytes one every `every`; then it holds the connection open without a word until the
+/// other side closes it.
+async fn trickling_upstream(head: &'static [u8], n: usize, every: Duration) -> std::net::SocketAddr {
     let l = tokio::net::TcpListener::bind((UP_IP, 0)).await.unwrap();
     let addr = l.local_addr().unwrap();
     tokio::spawn(async move {
         let Ok((mut s, _)) = l.accept().await else { return };
+        if s.write_all(head).await.is_err() {
+            return;
+        }
         for _ in 0..n {
             tokio::time::sleep(every).await;
             if s.write_all(b".").await.is_err() {
@@ -136,7 +140,7 @@ async fn trickling_upstream(n: usize, every: Duration) -> std::net::SocketAddr {
 #[tokio::test]
 async fn the_idle_timeout_waits_while_bytes_move_down_and_fires_after() {
     let dns = Dns::start().await;
-    let up = trickling_upstream(12, Duration::from_millis(100)).await;
+    let up = trickling_upstream(b"HTTP/1.1 200 OK\r\n\r\n", 12, Duration::from_millis(100)).await;
     let mut cfg = config(&dns, GRANTS, &[], true);
     cfg.idle_timeout = Duration::from_millis(300);
     let p = TestProxy::start(cfg).await;
@@ -146,10 +150,11 @@ async fn the_idle_timeout_waits_while_bytes_move_down_and_fires_after() {
     s.write_all(head.as_bytes()).await.unwrap();
     let mut out = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await.unwrap().unwrap();
-    assert_eq!(out, vec![b'.'; 12]);
+    let head = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n";
+    assert_eq!(out, [&head[..], &[b'.'; 12]].concat(), "{}", String::from_utf8_lossy(&out));
     let r = p.record(0).await;
     assert_eq!(r["end"], "idle_timeout", "{r}");
-    assert_eq!(r["bytes_down"], 12, "{r}");
+    assert_eq!(r["bytes_down"], out.len(), "{r}");
     // 12 bytes 100 ms apart, then 300 ms of silence.
     assert!(r["duration_ms"].as_u64().unwrap() >= 1400, "{r}");
 }
@@ -159,7 +164,7 @@ async fn the_idle_timeout_waits_while_bytes_move_down_and_fires_after() {
 #[tokio::test]
 async fn the_idle_timeout_waits_while_bytes_move_up() {
     let dns = Dns::start().await;
-    let up = trickling_upstream(0, Duration::ZERO).await;
+    let up = trickling_upstream(b"", 0, Duration::ZERO).await;
     let mut cfg = config(&dns, GRANTS, &[], true);
     cfg.idle_timeout = Duration::from_millis(300);
     let p = TestProxy::start(cfg).await;

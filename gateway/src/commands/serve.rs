@@ -142,6 +142,7 @@ fn egress_observer(audit: AuditLog, metrics: Arc<Metrics>) -> crate::egress::Att
             "requested": r.requested,
             "addr": r.addr,
             "end": r.end,
+            "reused": r.reused,
             "bytes_up": r.bytes_up,
             "bytes_down": r.bytes_down,
             "duration_ms": r.duration_ms,
