@@ -93,12 +93,43 @@ fn copy_on_two_threads(u: &mut TcpStream, c: &TcpStream) {
     let _ = writer.join();
 }
 
+/// Upstream → client through a pipe with `splice(2)`, never through user memory. `two`: one
+/// thread fills the pipe while another drains it.
+fn splice_through_pipe(u: &TcpStream, c: &TcpStream, two: bool) {
+    use rustix::pipe::{SpliceFlags, fcntl_setpipe_size, pipe, splice};
+    let (r, w) = pipe().unwrap();
+    let _ = fcntl_setpipe_size(&w, 1 << 20);
+    let fill = move |u: &TcpStream, w: &rustix::fd::OwnedFd| splice(u, None, w, None, 1 << 20, SpliceFlags::MOVE);
+    if two {
+        let c = c.try_clone().unwrap();
+        let drain = std::thread::spawn(move || {
+            while matches!(splice(&r, None, &c, None, 1 << 20, SpliceFlags::MOVE), Ok(n) if n > 0) {}
+        });
+        while matches!(fill(u, &w), Ok(n) if n > 0) {}
+        drop(w);
+        let _ = drain.join();
+        return;
+    }
+    while let Ok(mut n) = fill(u, &w) {
+        if n == 0 {
+            break;
+        }
+        while n > 0 {
+            match splice(&r, None, c, None, n, SpliceFlags::MOVE) {
+                Ok(m) if m > 0 => n -= m,
+                _ => return,
+            }
+        }
+    }
+}
+
 fn main() {
     let origin = std::env::args().nth(1).unwrap();
     if std::env::args().nth(2).as_deref() == Some("tokio") {
         return tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(on_tokio(origin));
     }
-    let threads = std::env::args().nth(2).as_deref() == Some("threads");
+    let mode = std::env::args().nth(2).unwrap_or_default();
+    let threads = mode == "threads";
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     println!("relay={}", l.local_addr().unwrap());
     let mut buf = vec![0u8; 512 * 1024];
@@ -120,6 +151,8 @@ fn main() {
         }
         if threads {
             copy_on_two_threads(&mut u, &c);
+        } else if mode.starts_with("splice") {
+            splice_through_pipe(&u, &c, mode == "splice2");
         } else {
             loop {
                 match u.read(&mut buf) {

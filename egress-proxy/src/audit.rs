@@ -72,6 +72,8 @@ pub struct Metrics {
     pub bytes_down: AtomicU64,
     /// Plain-HTTP requests sent over a kept upstream connection.
     pub upstream_reused: AtomicU64,
+    /// Of `bytes_down`, those relayed with `splice(2)` (never copied through the proxy).
+    pub bytes_spliced: AtomicU64,
     decisions: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
 }
 
@@ -113,6 +115,12 @@ impl Metrics {
             "counter",
             "Plain-HTTP requests sent over a kept upstream connection.",
             &self.upstream_reused,
+        ));
+        s.push_str(&g(
+            "axp_egress_bytes_spliced_total",
+            "counter",
+            "Of the bytes upstream to client, those relayed by splice(2) without a copy.",
+            &self.bytes_spliced,
         ));
         s
     }

@@ -5,7 +5,8 @@
 //! every attempt audited as one JSON line.
 //!
 //! Layout: pure, fuzzable modules (`host`, `ipclass`, `policy`, `tls`, `http`, `socks`) hold every
-//! parser and decision; `proxy` owns the sockets and the order of checks; `audit` owns the record
+//! parser and decision; `proxy` owns the sockets and the order of checks (`splice` its zero-copy
+//! path for large downloads); `audit` owns the record
 //! format and counters; `child` is the process the gateway runs per owner (a session or a
 //! provider) and its control protocol: one [`Proxy`] per allowlist, limits shared through a
 //! [`Budget`], records sent back through an [`Observer`]. This crate must not depend on the
@@ -19,6 +20,7 @@ pub mod ipclass;
 pub mod policy;
 pub mod proxy;
 pub mod socks;
+mod splice;
 pub mod tls;
 
 pub use audit::{AuditRecord, Observer};

@@ -30,6 +30,7 @@ use crate::host::{Host, Target, parse_authority, parse_host};
 use crate::http::{self, Body, ChunkProgress, ChunkedScanner, HeadError};
 use crate::policy::Policy;
 use crate::socks::{self, SocksError};
+use crate::splice::{self, PIPE_SIZE, Pipe, SpliceTarget};
 use crate::tls::{self, HelloParse};
 
 /// Everything one proxy instance needs. One instance serves one allowlist of one owner (a
@@ -213,6 +214,22 @@ const POOL_MAX: usize = 32;
 const POOL_IDLE: Duration = Duration::from_secs(30);
 /// Largest response head accepted from an upstream.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+/// A download goes through a pipe with `splice(2)` (`splice.rs`) once this much has come down
+/// the connection by copying: small exchanges, most of them, never pay for the pipe's
+/// descriptors.
+const SPLICE_AFTER: u64 = 64 * 1024;
+
+/// What one wait in [`Shared::pump`] brought.
+enum Event {
+    /// A read from the client.
+    Client(std::io::Result<usize>),
+    /// A read from the upstream into the buffer.
+    Up(std::io::Result<usize>),
+    /// Bytes spliced from the upstream into the pipe.
+    Spliced(std::io::Result<usize>),
+    /// Nothing moved for the idle timeout.
+    Idle,
+}
 
 /// Whether a kept connection can carry a request: the origin has neither closed it nor sent
 /// anything unasked. One non-blocking `recv(MSG_PEEK)`; tokio's own `try_read` only knows what
@@ -440,8 +457,9 @@ enum Conn {
     Unix(tokio::net::UnixStream),
 }
 
-trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static + SpliceTarget {}
+impl Io for TcpStream {}
+impl Io for tokio::net::UnixStream {}
 
 /// A refusal: reason code and a sentence.
 type Refuse = (&'static str, String);
@@ -576,6 +594,30 @@ impl Down {
             let k = self.body_part(&rest, keep)?;
             out.extend_from_slice(&rest[..k]);
             return Ok(Advance::Send(out));
+        }
+    }
+
+    /// Whether the proxy has nothing left to look at in what comes down, so it may go through
+    /// the pipe: a tunnel, or a body delimited by its length or the origin's close.
+    fn opaque(&self) -> bool {
+        matches!(self, Down::Raw | Down::Length(_) | Down::UntilClose)
+    }
+
+    /// At most how many bytes may be taken from the upstream now (the rest of a length).
+    fn room(&self, max: usize) -> usize {
+        match self {
+            Down::Length(left) => (*left).min(max as u64) as usize,
+            _ => max,
+        }
+    }
+
+    /// Counts `n` bytes of an [`Down::opaque`] body that went by without being looked at.
+    fn passed(&mut self, n: usize) {
+        if let Down::Length(left) = self {
+            *left -= (n as u64).min(*left);
+            if *left == 0 {
+                *self = Down::Done;
+            }
         }
     }
 
@@ -1174,6 +1216,10 @@ impl Shared {
         let mut up_write_open = true;
         let mut client_shut = false;
         let mut pending = Some(initial);
+        // The pipe for large downloads, made when first needed; `can_splice` goes false for
+        // good if this kernel or policy refuses it.
+        let mut pipe: Option<Pipe> = None;
+        let mut can_splice = true;
         let metrics = &self.audit.metrics;
         let end: &'static str = loop {
             // Client → upstream, through the filter.
@@ -1233,62 +1279,107 @@ impl Shared {
             if !up_open && (plain_http || !client_open) {
                 break "closed";
             }
-            tokio::select! {
-                r = client.read(&mut cbuf), if client_open => match r {
-                    Ok(0) | Err(_) => {
-                        client_open = false;
-                        if !plain_http && up_write_open {
-                            if let UpFilter::Tunnel(Inspect::Pending(acc)) = &filter
-                                && !acc.is_empty()
-                            {
-                                return Err(refuse("malformed", "the client closed mid-handshake"));
-                            }
-                            let _ = up.shutdown().await;
-                            up_write_open = false;
-                        }
-                    }
-                    Ok(n) => {
-                        pending = Some(cbuf[..n].to_vec());
-                        if n == cbuf.len() && n < MAX {
-                            cbuf.resize(n * 2, 0);
-                        }
-                    }
+            // Large downloads go through the pipe once there is nothing left to inspect.
+            let mut splicing = can_splice && rec.bytes_down >= SPLICE_AFTER && down.opaque();
+            if splicing && pipe.is_none() {
+                match Pipe::new() {
+                    Ok(p) => pipe = Some(p),
+                    Err(_) => (can_splice, splicing) = (false, false),
+                }
+            }
+            let event = tokio::select! {
+                r = client.read(&mut cbuf), if client_open => Event::Client(r),
+                r = async {
+                    if splicing { up.readable().await.map(|()| None) } else { up.read(&mut ubuf).await.map(Some) }
+                }, if up_open => match r {
+                    Ok(Some(n)) => Event::Up(Ok(n)),
+                    Err(e) => Event::Up(Err(e)),
+                    Ok(None) => Event::Spliced(match &pipe {
+                        Some(p) => p.fill(&up, down.room(PIPE_SIZE)),
+                        None => Err(std::io::ErrorKind::WouldBlock.into()),
+                    }),
                 },
-                r = up.read(&mut ubuf), if up_open => match r {
-                    Ok(0) | Err(_) => {
-                        up_open = false;
-                        keep = false;
-                        match down {
-                            Down::Head { ref acc, .. } if acc.is_empty() && !got_response && rec.reused => {
-                                return Ok(PumpEnd::Stale);
-                            }
-                            Down::Head { .. } if !got_response => {
-                                let r = refuse("upstream_failed", "the upstream closed without a complete response");
-                                return self.http_deny(client, r).await.map(|()| PumpEnd::Closed);
-                            }
-                            Down::UntilClose => down = Down::Done,
-                            _ => {}
+                () = tokio::time::sleep(self.cfg.idle_timeout) => Event::Idle,
+            };
+            let event = match event {
+                Event::Spliced(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Event::Spliced(Err(e)) if splice::unsupported(&e) => {
+                    can_splice = false;
+                    continue;
+                }
+                Event::Spliced(Ok(0) | Err(_)) => Event::Up(Ok(0)),
+                other => other,
+            };
+            match event {
+                Event::Client(Ok(0) | Err(_)) => {
+                    client_open = false;
+                    if !plain_http && up_write_open {
+                        if let UpFilter::Tunnel(Inspect::Pending(acc)) = &filter
+                            && !acc.is_empty()
+                        {
+                            return Err(refuse("malformed", "the client closed mid-handshake"));
                         }
-                        client_shut = true;
-                        let _ = client.shutdown().await;
+                        let _ = up.shutdown().await;
+                        up_write_open = false;
                     }
-                    Ok(n) => {
-                        let sent = match down.advance(&ubuf[..n], &mut keep) {
-                            Ok(Advance::Pass(k)) => self.to_client(client, &ubuf[..k], rec).await,
-                            Ok(Advance::Send(bytes)) => self.to_client(client, &bytes, rec).await,
-                            Err(r) if !got_response => return self.http_deny(client, r).await.map(|()| PumpEnd::Closed),
-                            Err(r) => return Err(r),
-                        };
-                        got_response |= rec.bytes_down > 0;
-                        if let Err(end) = sent {
-                            break end;
+                }
+                Event::Client(Ok(n)) => {
+                    pending = Some(cbuf[..n].to_vec());
+                    if n == cbuf.len() && n < MAX {
+                        cbuf.resize(n * 2, 0);
+                    }
+                }
+                Event::Up(Ok(0) | Err(_)) => {
+                    up_open = false;
+                    keep = false;
+                    match down {
+                        Down::Head { ref acc, .. } if acc.is_empty() && !got_response && rec.reused => {
+                            return Ok(PumpEnd::Stale);
                         }
-                        if n == ubuf.len() && n < MAX {
-                            ubuf.resize(n * 2, 0);
+                        Down::Head { .. } if !got_response => {
+                            let r = refuse("upstream_failed", "the upstream closed without a complete response");
+                            return self.http_deny(client, r).await.map(|()| PumpEnd::Closed);
+                        }
+                        Down::UntilClose => down = Down::Done,
+                        _ => {}
+                    }
+                    client_shut = true;
+                    let _ = client.shutdown().await;
+                }
+                Event::Up(Ok(n)) => {
+                    let sent = match down.advance(&ubuf[..n], &mut keep) {
+                        Ok(Advance::Pass(k)) => self.to_client(client, &ubuf[..k], rec).await,
+                        Ok(Advance::Send(bytes)) => self.to_client(client, &bytes, rec).await,
+                        Err(r) if !got_response => return self.http_deny(client, r).await.map(|()| PumpEnd::Closed),
+                        Err(r) => return Err(r),
+                    };
+                    got_response |= rec.bytes_down > 0;
+                    if let Err(end) = sent {
+                        break end;
+                    }
+                    if n == ubuf.len() && n < MAX {
+                        ubuf.resize(n * 2, 0);
+                    }
+                }
+                Event::Spliced(Ok(n)) => {
+                    let k = self.charge(n as u64);
+                    rec.bytes_down += k;
+                    metrics.bytes_down.fetch_add(k, Ordering::Relaxed);
+                    metrics.bytes_spliced.fetch_add(k, Ordering::Relaxed);
+                    if let Some(p) = &pipe {
+                        match tokio::time::timeout(self.cfg.idle_timeout, p.drain(&*client, k as usize)).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(_)) => break "error",
+                            Err(_) => break "idle_timeout",
                         }
                     }
-                },
-                () = tokio::time::sleep(self.cfg.idle_timeout) => break "idle_timeout",
+                    if k < n as u64 {
+                        break "byte_limit";
+                    }
+                    down.passed(n);
+                }
+                Event::Spliced(Err(_)) => {}
+                Event::Idle => break "idle_timeout",
             }
         };
         rec.end = Some(end);

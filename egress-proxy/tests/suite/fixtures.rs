@@ -148,10 +148,17 @@ pub struct Seen {
 }
 
 /// A tiny HTTP/1.1 origin: answers one request per connection, then closes. `/bytes/N` returns
-/// N bytes; anything else returns a line naming the upstream, the path and the Host header.
+/// N bytes, `/pattern/N` N bytes of [`pattern`]; anything else returns a line naming the
+/// upstream, the path and the Host header.
 pub struct Upstream {
     pub addr: SocketAddr,
     pub seen: Arc<Seen>,
+}
+
+/// `n` bytes that count through 0..251 again and again: a reordered, lost or repeated chunk
+/// anywhere in a transfer shows.
+pub fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i % 251) as u8).collect()
 }
 
 fn find_head_end(b: &[u8]) -> Option<usize> {
@@ -205,6 +212,8 @@ async fn serve_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut
         .unwrap_or_default();
     let body: Vec<u8> = if let Some(n) = path.strip_prefix("/bytes/") {
         vec![b'x'; n.parse().unwrap_or(0)]
+    } else if let Some(n) = path.strip_prefix("/pattern/") {
+        pattern(n.parse().unwrap_or(0))
     } else {
         format!("upstream {name}: {path} host={host}\n").into_bytes()
     };

@@ -29,6 +29,32 @@ async fn the_byte_budget_cuts_a_download_and_refuses_what_follows() {
     p.assert_denied(1, "byte_limit").await;
 }
 
+/// The same cut in the middle of a download that has gone over to `splice(2)` (past its first
+/// 64 KiB), over plain HTTP and through a tunnel: exactly the budget passes, not a pipe's worth
+/// more.
+#[tokio::test]
+async fn the_byte_budget_cuts_a_spliced_download_exactly() {
+    let dns = Dns::start().await;
+    let up = Upstream::start(UP_IP, 0, "plain").await;
+    for tunnel in [false, true] {
+        let mut cfg = config(&dns, GRANTS, &[], true);
+        cfg.max_bytes = Some(1_500_000);
+        let p = TestProxy::start(cfg).await;
+        let url = format!("http://bulk.test:{}/bytes/4000000", up.addr.port());
+        let proxy = proxy_url(p.addr);
+        let mut args = vec!["-x", &proxy, &url];
+        if tunnel {
+            args.insert(0, "-p");
+        }
+        let (_, out, _) = curl(&args).await;
+        assert!(out.len() < 1_500_000 && out.len() > 1_000_000, "{}", out.len());
+        let r = p.record(0).await;
+        assert_eq!((r["decision"].as_str(), r["end"].as_str()), (Some("allow"), Some("byte_limit")), "{r}");
+        let total = r["bytes_up"].as_u64().unwrap() + r["bytes_down"].as_u64().unwrap();
+        assert_eq!(total, 1_500_000, "{r}");
+    }
+}
+
 #[tokio::test]
 async fn instances_sharing_a_budget_spend_it_together() {
     // One owner (a session) with two allowlists gets two instances and one budget: bytes spent
