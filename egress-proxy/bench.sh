@@ -4,9 +4,12 @@
 #      latency, direct vs through axp-egress-proxy vs through squid (Debian) with an equivalent
 #      dstdomain allowlist; "added p50" = proxied p50 - direct p50.
 #   2. A 100 MiB download: MB/s direct vs through axp-egress-proxy (and squid for reference).
-# Both also run a fourth route, "floor": `bench_relay`, a bare relay on the same tokio runtime
-# with no checks, no resolver, no audit (never a proxy to use; it shows what the extra hop alone
-# costs on this machine). Routes are interleaved request by request (direct, axp, squid, floor,
+# Both also run a fourth route, "floor": `bench_relay`, a bare copy relay on the same tokio
+# runtime with no checks, no resolver, no audit and a fresh upstream connection per request
+# (never a proxy to use; it shows what the extra hop alone costs on this machine). The origin
+# (`bench_fixture`) keeps HTTP/1.1 connections alive as real origins do, so both proxies can
+# keep theirs to it between requests (squid does by default, axp too); the clients and the
+# floor ask for `Connection: close`. Routes are interleaved request by request (direct, axp, squid, floor,
 # direct, …), each round starting one route later, so that other load on the machine falls on
 # all of them alike and none always runs in the same place in the round.
 # Both proxies resolve `bench.test` themselves (axp via its own resolver against the fixture's

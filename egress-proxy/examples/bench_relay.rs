@@ -1,15 +1,17 @@
-//! Benchmark floor for `bench.sh`: the least a userspace HTTP forward relay can do on this
+//! Benchmark floor for `bench.sh`: what a bare userspace HTTP forward relay does on this
 //! machine. Blocking std sockets, one connection at a time, no allowlist, no resolver, no
-//! audit, no timeouts: read the request head, connect to the fixed origin, send the origin-form
-//! request, copy the response through a 512 KiB buffer (the proxy's largest; the tokio variant
-//! grows to it from 16 KiB, as the proxy does), close. It exists
-//! only to show how much of the proxy's cost is the extra hop itself (two more sockets, two more
-//! copies, more wake-ups) rather than its checks; it must never be used as a proxy. Prints
-//! `relay=IP:PORT`. Usage: `bench_relay ORIGIN_ADDR [tokio|threads]`; with `tokio` the same relay
-//! runs on a current-thread tokio runtime (task per connection, as the proxy does), which
-//! separates the cost of the runtime's readiness machinery (epoll registration, wake-ups) from
-//! the proxy's own work; with `threads` the response is copied by two threads (one reads the
-//! origin while the other writes the client), to see what overlapping the two sockets is worth.
+//! audit, no timeouts, a fresh upstream connection per request: read the request head, connect
+//! to the fixed origin, send the origin-form request (`Connection: close`), copy the response
+//! through a 512 KiB buffer (the proxy's largest; the tokio variant grows to it from 16 KiB, as
+//! the proxy's copy path does), close. It shows how much of a relay's cost is the extra hop
+//! itself (two more sockets, two more copies, more wake-ups) rather than checks; it must never
+//! be used as a proxy. Prints `relay=IP:PORT`. Usage:
+//! `bench_relay ORIGIN_ADDR [tokio|threads|splice|splice2]`: `tokio` runs the same relay on a
+//! current-thread tokio runtime (task per connection, as the proxy does), which separates the
+//! cost of the runtime's readiness machinery from the proxy's own work; `threads` copies the
+//! response on two threads (one reads the origin while the other writes the client); `splice`
+//! moves it through a 1 MiB pipe with `splice(2)`, never through user memory, and `splice2`
+//! does that with one thread filling the pipe and another draining it.
 
 #![allow(clippy::unwrap_used)]
 

@@ -1172,14 +1172,27 @@ impl Shared {
 
     /// Writes `data` to the client, charged to the budget: `Err` with the end reason when the
     /// write fails or the budget runs out (after what it still granted was written).
-    async fn to_client<S: Io>(&self, client: &mut S, data: &[u8], rec: &mut AuditRecord) -> Result<(), &'static str> {
+    /// `last`: nothing follows but the end of the connection, so the bytes are sent with
+    /// `MSG_MORE` and leave with the FIN of the shutdown that comes next (one segment, and one
+    /// wake-up of the client instead of two).
+    async fn to_client<S: Io>(
+        &self,
+        client: &mut S,
+        data: &[u8],
+        last: bool,
+        rec: &mut AuditRecord,
+    ) -> Result<(), &'static str> {
         if data.is_empty() {
             return Ok(());
         }
         let k = self.charge(data.len() as u64);
         rec.bytes_down += k;
         self.audit.metrics.bytes_down.fetch_add(k, Ordering::Relaxed);
-        self.write_within_idle(client, &data[..k as usize]).await?;
+        let mut granted = &data[..k as usize];
+        if last && let Ok(n) = client.try_send_more(granted) {
+            granted = &granted[n..];
+        }
+        self.write_within_idle(client, granted).await?;
         if k < data.len() as u64 {
             return Err("byte_limit");
         }
@@ -1348,8 +1361,12 @@ impl Shared {
                 }
                 Event::Up(Ok(n)) => {
                     let sent = match down.advance(&ubuf[..n], &mut keep) {
-                        Ok(Advance::Pass(k)) => self.to_client(client, &ubuf[..k], rec).await,
-                        Ok(Advance::Send(bytes)) => self.to_client(client, &bytes, rec).await,
+                        Ok(Advance::Pass(k)) => {
+                            self.to_client(client, &ubuf[..k], matches!(down, Down::Done), rec).await
+                        }
+                        Ok(Advance::Send(bytes)) => {
+                            self.to_client(client, &bytes, matches!(down, Down::Done), rec).await
+                        }
                         Err(r) if !got_response => return self.http_deny(client, r).await.map(|()| PumpEnd::Closed),
                         Err(r) => return Err(r),
                     };

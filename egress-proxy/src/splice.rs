@@ -30,6 +30,11 @@ pub(crate) trait SpliceTarget: AsFd {
     fn ready_to_write(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
     /// Runs `f` if the socket is known writable, clearing that if `f` would block.
     fn try_write_with(&self, f: impl FnOnce() -> io::Result<usize>) -> io::Result<usize>;
+    /// Writes what the socket takes now of `data` with `MSG_MORE` (held back until the next
+    /// write or the shutdown, which then carries it; ignored by UNIX sockets).
+    fn try_send_more(&self, data: &[u8]) -> io::Result<usize> {
+        self.try_write_with(|| Ok(rustix::net::send(self, data, rustix::net::SendFlags::MORE)?))
+    }
 }
 
 impl SpliceTarget for TcpStream {
