@@ -356,11 +356,14 @@ impl Proxy {
         let mut accepters = JoinSet::new();
         for l in self.tcp {
             let (sh, stop) = (shared.clone(), stop_rx.clone());
+            let inherited = nodelay_for_accepted(&l);
             accepters.spawn(async move {
                 loop {
                     match l.accept().await {
                         Ok((s, peer)) => {
-                            let _ = s.set_nodelay(true);
+                            if !inherited {
+                                let _ = s.set_nodelay(true);
+                            }
                             spawn_conn(&sh, &stop, Conn::Tcp(s), peer.to_string());
                         }
                         Err(_) => accept_backoff().await,
@@ -441,6 +444,13 @@ fn spawn_conn(sh: &Arc<Shared>, stop: &watch::Receiver<bool>, c: Conn, name: Str
             _ = stop.wait_for(|s| *s) => {}
         }
     });
+}
+
+/// Sets `TCP_NODELAY` on a listener, which Linux copies to every socket it accepts (the
+/// accepted socket is a clone of the listener), saving a `setsockopt` per connection. `false`:
+/// it could not be set, so each accepted socket needs its own.
+fn nodelay_for_accepted(l: &TcpListener) -> bool {
+    rustix::net::sockopt::set_tcp_nodelay(l, true).is_ok()
 }
 
 /// After a failed accept (e.g. out of file descriptors), wait a little instead of spinning.
@@ -1420,5 +1430,27 @@ impl Shared {
             let _ = up.shutdown().await;
         }
         Ok(PumpEnd::Closed)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// What lets the accept loop skip `set_nodelay`: an accepted socket has `TCP_NODELAY` from
+    /// its listener (without it, a response written in pieces can wait out the client's
+    /// delayed ACK).
+    #[tokio::test]
+    async fn accepted_sockets_inherit_nodelay_from_the_listener() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        assert!(nodelay_for_accepted(&l));
+        let _c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        assert!(s.nodelay().unwrap());
+        let plain = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let _c = TcpStream::connect(plain.local_addr().unwrap()).await.unwrap();
+        let (s, _) = plain.accept().await.unwrap();
+        assert!(!s.nodelay().unwrap(), "the check above would pass without the listener's option");
     }
 }
