@@ -143,11 +143,17 @@ pub enum Body {
 pub struct ForwardRequest {
     /// The destination.
     pub target: Target,
-    /// The head to send upstream (origin-form, hop-by-hop headers removed; `Connection: close`
-    /// for HTTP/1.0, persistent for HTTP/1.1).
+    /// The head to send upstream (origin-form, hop-by-hop headers removed; persistent only
+    /// when [`ForwardRequest::persistent`], else with `Connection: close`).
     pub upstream_head: Vec<u8>,
     /// The body framing.
     pub body: Body,
+    /// Whether the upstream connection is left persistent, so that the proxy may keep it after
+    /// the exchange: an HTTP/1.1 request without a body. A request with a body asks the origin
+    /// to close after it: if the origin read the body's end differently than the proxy's framing
+    /// (a parser differential), what it took for a second request would then never be read, so
+    /// no request the proxy did not check can ride a kept connection.
+    pub persistent: bool,
     /// Whether the request may go over an upstream connection kept from an earlier one: a
     /// bodiless `GET`, `HEAD` or `OPTIONS`, which is safe to send again on a fresh connection
     /// if the kept one turns out to have been closed by the origin (RFC 9110 §9.2.2).
@@ -199,9 +205,9 @@ fn end_to_end(out: &mut Vec<u8>, headers: &[(String, Vec<u8>)]) -> bool {
 /// Checks an absolute-form request and builds the head for the origin server. One request per
 /// client connection: the proxy answers with `Connection: close` and reads nothing after the
 /// request's body, so a second request on the same client connection can never reach an origin
-/// under the first one's checks. Upstream, an HTTP/1.1 request leaves the connection persistent
-/// (the proxy may keep it for a later request to the same destination; see `proxy.rs`), and an
-/// HTTP/1.0 one asks for `Connection: close`.
+/// under the first one's checks. Upstream, a bodiless HTTP/1.1 request leaves the connection
+/// persistent (the proxy may keep it for a later request to the same destination; see
+/// `proxy.rs`); HTTP/1.0 and requests with a body ask for `Connection: close`.
 pub fn forward_request(head: &RequestHead) -> Result<ForwardRequest, HeadError> {
     let (target, path) = parse_absolute_form(&head.target)?;
     head.check_host(&target, 80)?;
@@ -214,9 +220,10 @@ pub fn forward_request(head: &RequestHead) -> Result<ForwardRequest, HeadError> 
     if !end_to_end(&mut out, &head.headers) {
         out.extend_from_slice(format!("Host: {}\r\n", host_header(&target)).as_bytes());
     }
-    out.extend_from_slice(if head.minor == 0 { b"Connection: close\r\n\r\n" } else { b"\r\n" });
+    let persistent = head.minor == 1 && body == Body::None;
+    out.extend_from_slice(if persistent { b"\r\n" } else { b"Connection: close\r\n\r\n" });
     let may_reuse = body == Body::None && ["GET", "HEAD", "OPTIONS"].contains(&head.method.as_str());
-    Ok(ForwardRequest { target, upstream_head: out, body, may_reuse })
+    Ok(ForwardRequest { target, upstream_head: out, body, persistent, may_reuse })
 }
 
 /// A parsed response head.
@@ -524,13 +531,24 @@ mod tests {
             String::from_utf8(f.upstream_head).unwrap(),
             "GET /a?b HTTP/1.1\r\nHost: allowed.test:8080\r\nAccept: */*\r\n\r\n"
         );
-        assert!(f.may_reuse);
+        assert!(f.may_reuse && f.persistent);
         // HTTP/1.0 is not persistent by default: the origin is asked to close.
         let f = forward_request(&head("GET http://a.test/ HTTP/1.0\r\n\r\n")).unwrap();
         assert_eq!(
             String::from_utf8(f.upstream_head).unwrap(),
             "GET / HTTP/1.0\r\nHost: a.test\r\nConnection: close\r\n\r\n"
         );
+        assert!(!f.persistent);
+        // Nor is a request with a body, even an empty one: a kept connection only ever carries
+        // heads the proxy built.
+        for req in [
+            "POST http://a.test/ HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            "PUT http://a.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ] {
+            let f = forward_request(&head(req)).unwrap();
+            assert!(!f.persistent, "{req}");
+            assert!(String::from_utf8(f.upstream_head).unwrap().ends_with("\r\nConnection: close\r\n\r\n"), "{req}");
+        }
     }
 
     #[test]

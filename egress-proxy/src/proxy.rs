@@ -840,7 +840,11 @@ impl Shared {
                 Body::Chunked => UpFilter::Chunked(ChunkedScanner::default()),
             };
             let down = Down::Head { acc: Vec::new(), head_request: head.method == "HEAD" };
-            match self.pump(s, upstream, &fwd.target, std::mem::take(&mut leftover), filter, down, rec).await? {
+            let exchange = self.pump(s, upstream, &fwd.target, std::mem::take(&mut leftover), filter, down, rec);
+            match exchange.await? {
+                // A request with a body asked the origin to close (see `forward_request`); its
+                // connection is never kept, whatever the origin answered.
+                PumpEnd::Keep(_) if !fwd.persistent => return Ok(()),
                 // Only a kept connection ends as stale, and only a bodiless request takes one,
                 // so nothing of the client's is lost by sending the head again.
                 PumpEnd::Stale => {}
