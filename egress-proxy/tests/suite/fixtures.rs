@@ -233,7 +233,8 @@ async fn serve_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut
 /// without saying so first (an origin's keep-alive timeout); `/then-drop-next` answers, and
 /// closes at the next request on the connection without answering it (the race an origin's
 /// timeout makes with a request already on the way); `/until-close` has no length, so only its
-/// close ends it. `HEAD` answers with the length a `GET` would have and no body, and
+/// close ends it; `/pattern/N` answers N bytes of [`pattern`]. `HEAD` answers with the length a
+/// `GET` would have and no body, and
 /// `Expect: 100-continue` gets a `100 Continue` before the body is read.
 pub async fn persistent_upstream(ip: Ipv4Addr, name: &'static str) -> Upstream {
     let l = TcpListener::bind((ip, 0)).await.unwrap();
@@ -307,6 +308,14 @@ async fn serve_persistent(mut s: TcpStream, name: &str, conn: usize, seen: &Seen
         };
         if path == "/split" {
             out.push_str("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nforged\n");
+        }
+        if let Some(n) = path.strip_prefix("/pattern/") {
+            let n = n.parse().unwrap_or(0);
+            out = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n");
+            if s.write_all(out.as_bytes()).await.is_err() || s.write_all(&pattern(n)).await.is_err() {
+                return;
+            }
+            continue;
         }
         if s.write_all(out.as_bytes()).await.is_err() {
             return;

@@ -177,6 +177,25 @@ async fn chunked_head_and_close_delimited_responses_end_where_their_framing_says
     assert_eq!(body(&fetch(&p, &get("allowed.test", port, "/last")).await), "upstream ka: /last conn=2 req=1\n");
 }
 
+/// A long body goes through the proxy's pipe (`splice(2)`) after its first 64 KiB, and the pipe
+/// never takes more than the rest of its `Content-Length`: the body arrives whole and the
+/// connection, at the exact end of the message, carries the next request.
+#[tokio::test]
+async fn a_spliced_body_ends_at_its_length_and_its_connection_is_kept() {
+    const N: usize = 3 << 20;
+    let dns = Dns::start().await;
+    let up = persistent_upstream(UP_IP, "ka").await;
+    let p = TestProxy::default_for(&dns).await;
+    let port = up.addr.port();
+    let mut s = TcpStream::connect(p.addr).await.unwrap();
+    s.write_all(get("allowed.test", port, &format!("/pattern/{N}")).as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await.unwrap().unwrap();
+    let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert!(out[end..] == pattern(N), "{} body bytes", out.len() - end);
+    assert_eq!(body(&fetch(&p, &get("allowed.test", port, "/next")).await), "upstream ka: /next conn=1 req=2\n");
+}
+
 #[tokio::test]
 async fn an_interim_100_continue_is_relayed_before_the_body_is_sent() {
     let dns = Dns::start().await;
