@@ -27,14 +27,16 @@ pub use audit::{AuditRecord, Observer};
 pub use policy::{Cidr, Policy, Rule};
 pub use proxy::{Budget, Proxy, ProxyConfig, ProxyError, serve};
 
-/// A deterministic mutation fuzz over every pure parser: no input may panic, and what the host
-/// parser accepts must be canonical. (The parsers take plain byte slices and strings, so they can
-/// be wired into `cargo fuzz` targets unchanged.)
+/// A deterministic mutation fuzz over every pure parser: no input may panic, what the host
+/// parser accepts must be canonical, and every head the proxy builds (for the origin from a
+/// request, for the client from a response) must parse back as one well-formed head with no
+/// hop-by-hop fields, the framing it was decided on, and nothing after it. (The parsers take
+/// plain byte slices and strings, so they can be wired into `cargo fuzz` targets unchanged.)
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod fuzz_smoke {
     use crate::host::{Host, parse_absolute_form, parse_authority, parse_host};
-    use crate::http::{ChunkedScanner, parse_head};
+    use crate::http::{Body, ChunkedScanner, forward_request, parse_head, parse_response_head, relay_response};
     use crate::socks::{parse_greeting, parse_request};
     use crate::tls::{build_client_hello, parse_client_hello};
 
@@ -86,6 +88,10 @@ mod fuzz_smoke {
             b"http://a.test:80/x?y".to_vec(),
             b"GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n".to_vec(),
             b"5\r\nhello\r\n0\r\n\r\n".to_vec(),
+            b"POST http://a.test:8080/p HTTP/1.1\r\nContent-Length: 3\r\nConnection: x\r\nX: 1\r\n\r\nabc".to_vec(),
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello".to_vec(),
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nKeep-Alive: 5\r\n\r\n0\r\n\r\n".to_vec(),
+            b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(),
             vec![5, 1, 0, 3, 6, b'a', b'.', b't', b'e', b's', b't', 0, 80],
             build_client_hello(Some("allowed.test")),
         ];
@@ -104,7 +110,31 @@ mod fuzz_smoke {
             }
             let _ = parse_authority(&s, None);
             let _ = parse_absolute_form(&s);
-            let _ = parse_head(&m);
+            if let Ok(Some(h)) = parse_head(&m)
+                && let Ok(f) = forward_request(&h)
+            {
+                let built = parse_head(&f.upstream_head).unwrap().unwrap();
+                assert_eq!(built.len, f.upstream_head.len(), "{:?}", String::from_utf8_lossy(&f.upstream_head));
+                assert_eq!(built.method, h.method);
+                assert_eq!(built.values("host").count(), 1);
+                assert_eq!(built.body().unwrap(), f.body);
+                assert!(f.persistent == (f.body == Body::None && h.minor == 1));
+                for hop in ["proxy-connection", "keep-alive", "te", "upgrade", "proxy-authorization"] {
+                    assert_eq!(built.values(hop).count(), 0, "{hop}");
+                }
+            }
+            if let Ok(Some(h)) = parse_response_head(&m) {
+                for head_request in [false, true] {
+                    if let Ok(r) = relay_response(&h, head_request) {
+                        let built = parse_response_head(&r.client_head).unwrap().unwrap();
+                        assert_eq!((built.len, built.status), (r.client_head.len(), h.status));
+                        assert!(r.client_head.ends_with(b"\r\nConnection: close\r\n\r\n"));
+                        assert!(!r.reusable || h.minor == 1);
+                    }
+                }
+                let interim = h.interim_head();
+                assert_eq!(parse_response_head(&interim).unwrap().unwrap().len, interim.len());
+            }
             let _ = ChunkedScanner::default().feed(&m);
             let _ = parse_greeting(&m);
             let _ = parse_request(&m);
