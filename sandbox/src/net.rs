@@ -51,24 +51,33 @@ fn relay(tcp: TcpStream, sock: &Path) {
         return;
     };
     let up = std::thread::spawn(move || {
-        let _ = std::io::copy(&mut tcp_r, &mut unix_w);
+        copy(&mut tcp_r, &mut unix_w);
         let _ = unix_w.shutdown(Shutdown::Write);
     });
     let mut unix_r = unix;
     let mut tcp_w = tcp;
-    let mut buf = [0u8; 16 * 1024];
+    copy(&mut unix_r, &mut tcp_w);
+    let _ = tcp_w.shutdown(Shutdown::Write);
+    let _ = up.join();
+}
+
+/// Copies until `from` ends or either side fails, 256 KiB a call. Measured for a 400 MiB
+/// unix → TCP stream on the development VM (2026-12-02, three runs): 16 KiB calls (what this
+/// was) moved 1.7-2.5 GB/s, 256 KiB calls 3.2-3.6 GB/s, and `splice(2)` through a pipe no more
+/// (3.1-3.4 GB/s: a unix socket's splice still copies), so plain copying it is.
+/// (`std::io::copy` would use an 8 KiB buffer between two sockets.)
+fn copy(from: &mut impl Read, to: &mut impl Write) {
+    let mut buf = vec![0u8; 256 * 1024];
     loop {
-        match unix_r.read(&mut buf) {
-            Ok(0) | Err(_) => break,
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => return,
             Ok(n) => {
-                if tcp_w.write_all(&buf[..n]).is_err() {
-                    break;
+                if to.write_all(&buf[..n]).is_err() {
+                    return;
                 }
             }
         }
     }
-    let _ = tcp_w.shutdown(Shutdown::Write);
-    let _ = up.join();
 }
 
 /// Binds the listener (so it is ready before the target starts) and forks the forwarder.
