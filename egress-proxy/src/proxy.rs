@@ -1243,10 +1243,10 @@ impl Shared {
         let mut up_write_open = true;
         let mut client_shut = false;
         let mut pending = Some(initial);
-        // The pipe for large downloads, made when first needed; `can_splice` goes false for
-        // good if this kernel or policy refuses it.
+        // The pipe for large downloads to a TCP client, made when first needed; `can_splice`
+        // goes false for good if this kernel or policy refuses it.
         let mut pipe: Option<Pipe> = None;
-        let mut can_splice = true;
+        let mut can_splice = S::SPLICES_WELL;
         let metrics = &self.audit.metrics;
         let end: &'static str = loop {
             // Client → upstream, through the filter.
