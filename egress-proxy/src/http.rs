@@ -76,7 +76,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<RequestHead>, HeadError> {
 impl RequestHead {
     /// Values of every header called `name` (case-insensitive).
     pub fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.headers.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
+        values(&self.headers, name)
     }
 
     /// Checks the single `Host` header (if any) names `target`; `default_port` applies when the
@@ -99,32 +99,45 @@ impl RequestHead {
 
     /// The body framing, refusing the ambiguous combinations.
     pub fn body(&self) -> Result<Body, HeadError> {
-        let te: Vec<&[u8]> = self.values("transfer-encoding").collect();
-        let cl: Vec<&[u8]> = self.values("content-length").collect();
-        if !te.is_empty() && !cl.is_empty() {
-            return Err(HeadError::Framing("both Content-Length and Transfer-Encoding"));
-        }
+        let (te, len) = framing_fields(&self.headers)?;
         if !te.is_empty() {
             if te.len() == 1 && te[0].trim_ascii().eq_ignore_ascii_case(b"chunked") {
                 return Ok(Body::Chunked);
             }
             return Err(HeadError::Framing("transfer coding other than `chunked`"));
         }
-        let mut len = None;
-        for v in cl {
-            let s = std::str::from_utf8(v)
-                .ok()
-                .map(str::trim)
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or(HeadError::Framing("Content-Length is not a number"))?;
-            if len.is_some_and(|l| l != s) {
-                return Err(HeadError::Framing("differing Content-Length headers"));
-            }
-            len = Some(s);
-        }
         Ok(len.map_or(Body::None, Body::Length))
     }
+}
+
+/// Values of every header in `headers` called `name` (case-insensitive).
+fn values<'a>(headers: &'a [(String, Vec<u8>)], name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+    headers.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
+}
+
+/// The framing fields of a head, with the ambiguities refused that request and response share:
+/// the `Transfer-Encoding` values, and the one length every `Content-Length` agrees on. Both
+/// kinds at once, a value that is not a plain number, or two that differ are smuggling vectors.
+fn framing_fields(headers: &[(String, Vec<u8>)]) -> Result<(Vec<&[u8]>, Option<u64>), HeadError> {
+    let te: Vec<&[u8]> = values(headers, "transfer-encoding").collect();
+    let mut cl = values(headers, "content-length").peekable();
+    if !te.is_empty() && cl.peek().is_some() {
+        return Err(HeadError::Framing("both Content-Length and Transfer-Encoding"));
+    }
+    let mut len = None;
+    for v in cl {
+        let s = std::str::from_utf8(v)
+            .ok()
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or(HeadError::Framing("Content-Length is not a number"))?;
+        if len.is_some_and(|l| l != s) {
+            return Err(HeadError::Framing("differing Content-Length headers"));
+        }
+        len = Some(s);
+    }
+    Ok((te, len))
 }
 
 /// How a request body is delimited.
@@ -304,10 +317,6 @@ impl ResponseHead {
         out.extend_from_slice(format!("HTTP/1.1 {:03} {}\r\n", self.status, self.reason).as_bytes());
         out
     }
-
-    fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.headers.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
-    }
 }
 
 /// Decides where a final response's body ends and whether its connection can be kept, and
@@ -319,11 +328,7 @@ pub fn relay_response(head: &ResponseHead, head_request: bool) -> Result<Relayed
     if head.status == 101 {
         return Err(HeadError::Framing("101 Switching Protocols, but no upgrade was asked for"));
     }
-    let te: Vec<&[u8]> = head.values("transfer-encoding").collect();
-    let cl: Vec<&[u8]> = head.values("content-length").collect();
-    if !te.is_empty() && !cl.is_empty() {
-        return Err(HeadError::Framing("both Content-Length and Transfer-Encoding"));
-    }
+    let (te, len) = framing_fields(&head.headers)?;
     let codings: Vec<String> = te
         .iter()
         .flat_map(|v| v.split(|b| *b == b','))
@@ -332,19 +337,6 @@ pub fn relay_response(head: &ResponseHead, head_request: bool) -> Result<Relayed
         .collect();
     if codings.iter().rev().skip(1).any(|c| c == "chunked") {
         return Err(HeadError::Framing("chunked is not the last transfer coding"));
-    }
-    let mut len = None;
-    for v in cl {
-        let s = std::str::from_utf8(v)
-            .ok()
-            .map(str::trim)
-            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|s| s.parse::<u64>().ok())
-            .ok_or(HeadError::Framing("Content-Length is not a number"))?;
-        if len.is_some_and(|l| l != s) {
-            return Err(HeadError::Framing("differing Content-Length headers"));
-        }
-        len = Some(s);
     }
     let body = if head_request || head.status == 204 || head.status == 304 {
         ResponseBody::None

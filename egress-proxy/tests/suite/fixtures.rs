@@ -237,19 +237,7 @@ async fn serve_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut
 /// `GET` would have and no body, and
 /// `Expect: 100-continue` gets a `100 Continue` before the body is read.
 pub async fn persistent_upstream(ip: Ipv4Addr, name: &'static str) -> Upstream {
-    let l = TcpListener::bind((ip, 0)).await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let seen = Arc::new(Seen::default());
-    let s2 = seen.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((s, _)) = l.accept().await else { return };
-            let conn = s2.conns.fetch_add(1, Ordering::SeqCst) + 1;
-            let s3 = s2.clone();
-            tokio::spawn(async move { serve_persistent(s, name, conn, &s3).await });
-        }
-    });
-    Upstream { addr, seen }
+    Upstream::serve(ip, 0, name, true).await
 }
 
 async fn serve_persistent(mut s: TcpStream, name: &str, conn: usize, seen: &Seen) {
@@ -330,6 +318,11 @@ async fn serve_persistent(mut s: TcpStream, name: &str, conn: usize, seen: &Seen
 
 impl Upstream {
     pub async fn start(ip: Ipv4Addr, port: u16, name: &'static str) -> Upstream {
+        Upstream::serve(ip, port, name, false).await
+    }
+
+    /// One request per connection, or `persistent` ones (see [`persistent_upstream`]).
+    async fn serve(ip: Ipv4Addr, port: u16, name: &'static str, persistent: bool) -> Upstream {
         let l = TcpListener::bind((ip, port)).await.unwrap();
         let addr = l.local_addr().unwrap();
         let seen = Arc::new(Seen::default());
@@ -337,8 +330,12 @@ impl Upstream {
         tokio::spawn(async move {
             loop {
                 let Ok((s, _)) = l.accept().await else { return };
-                s2.conns.fetch_add(1, Ordering::SeqCst);
+                let conn = s2.conns.fetch_add(1, Ordering::SeqCst) + 1;
                 let s3 = s2.clone();
+                if persistent {
+                    tokio::spawn(async move { serve_persistent(s, name, conn, &s3).await });
+                    continue;
+                }
                 tokio::spawn(async move { serve_http(s, name, &s3).await });
             }
         });
