@@ -188,10 +188,8 @@ const HOP_BY_HOP: &[&str] = &[
 
 /// The field names a `Connection` header lists (lower case): hop-by-hop as well.
 fn connection_tokens(headers: &[(String, Vec<u8>)]) -> Vec<String> {
-    headers
-        .iter()
-        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
-        .flat_map(|(_, v)| v.split(|b| *b == b','))
+    values(headers, "connection")
+        .flat_map(|v| v.split(|b| *b == b','))
         .filter_map(|t| std::str::from_utf8(t).ok())
         .map(|t| t.trim().to_ascii_lowercase())
         .collect()

@@ -1184,6 +1184,14 @@ impl Shared {
         }
     }
 
+    /// Takes up to `n` bytes for the client from the budget and counts what was granted.
+    fn charge_down(&self, n: usize, rec: &mut AuditRecord) -> u64 {
+        let k = self.charge(n as u64);
+        rec.bytes_down += k;
+        self.audit.metrics.bytes_down.fetch_add(k, Ordering::Relaxed);
+        k
+    }
+
     /// Writes `data` to the client, charged to the budget: `Err` with the end reason when the
     /// write fails or the budget runs out (after what it still granted was written).
     /// `last`: nothing follows but the end of the connection, so the bytes are sent with
@@ -1199,9 +1207,7 @@ impl Shared {
         if data.is_empty() {
             return Ok(());
         }
-        let k = self.charge(data.len() as u64);
-        rec.bytes_down += k;
-        self.audit.metrics.bytes_down.fetch_add(k, Ordering::Relaxed);
+        let k = self.charge_down(data.len(), rec);
         let mut granted = &data[..k as usize];
         if last && let Ok(n) = client.try_send_more(granted) {
             granted = &granted[n..];
@@ -1231,7 +1237,6 @@ impl Shared {
         let plain_http = !matches!(down, Down::Raw);
         // Plain HTTP: whether the upstream connection can carry another request afterwards.
         let mut keep = plain_http;
-        let mut got_response = false;
         // Buffers start small (most connections move a few KiB, and zeroing a large buffer per
         // connection shows in the latency) and double up to 512 KiB while reads fill them.
         const START: usize = 16 * 1024;
@@ -1328,16 +1333,11 @@ impl Shared {
                 },
                 () = tokio::time::sleep(self.cfg.idle_timeout) => Event::Idle,
             };
-            let event = match event {
-                Event::Spliced(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                Event::Spliced(Err(e)) if splice::unsupported(&e) => {
-                    can_splice = false;
-                    continue;
-                }
-                Event::Spliced(Ok(0) | Err(_)) => Event::Up(Ok(0)),
-                other => other,
-            };
+            // Nothing has reached the client yet: a failure can still be answered with a 502.
+            let nothing_sent = rec.bytes_down == 0;
             match event {
+                Event::Spliced(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Event::Spliced(Err(e)) if splice::unsupported(&e) => can_splice = false,
                 Event::Client(Ok(0) | Err(_)) => {
                     client_open = false;
                     if !plain_http && up_write_open {
@@ -1356,14 +1356,14 @@ impl Shared {
                         cbuf.resize(n * 2, 0);
                     }
                 }
-                Event::Up(Ok(0) | Err(_)) => {
+                Event::Up(Ok(0) | Err(_)) | Event::Spliced(Ok(0) | Err(_)) => {
                     up_open = false;
                     keep = false;
                     match down {
-                        Down::Head { ref acc, .. } if acc.is_empty() && !got_response && rec.reused => {
+                        Down::Head { ref acc, .. } if acc.is_empty() && nothing_sent && rec.reused => {
                             return Ok(PumpEnd::Stale);
                         }
-                        Down::Head { .. } if !got_response => {
+                        Down::Head { .. } if nothing_sent => {
                             let r = refuse("upstream_failed", "the upstream closed without a complete response");
                             return self.http_deny(client, r).await.map(|()| PumpEnd::Closed);
                         }
@@ -1381,10 +1381,9 @@ impl Shared {
                         Ok(Advance::Send(bytes)) => {
                             self.to_client(client, &bytes, matches!(down, Down::Done), rec).await
                         }
-                        Err(r) if !got_response => return self.http_deny(client, r).await.map(|()| PumpEnd::Closed),
+                        Err(r) if nothing_sent => return self.http_deny(client, r).await.map(|()| PumpEnd::Closed),
                         Err(r) => return Err(r),
                     };
-                    got_response |= rec.bytes_down > 0;
                     if let Err(end) = sent {
                         break end;
                     }
@@ -1393,9 +1392,7 @@ impl Shared {
                     }
                 }
                 Event::Spliced(Ok(n)) => {
-                    let k = self.charge(n as u64);
-                    rec.bytes_down += k;
-                    metrics.bytes_down.fetch_add(k, Ordering::Relaxed);
+                    let k = self.charge_down(n, rec);
                     metrics.bytes_spliced.fetch_add(k, Ordering::Relaxed);
                     if let Some(p) = &pipe {
                         match tokio::time::timeout(self.cfg.idle_timeout, p.drain(&*client, k as usize)).await {
@@ -1409,7 +1406,6 @@ impl Shared {
                     }
                     down.passed(n);
                 }
-                Event::Spliced(Err(_)) => {}
                 Event::Idle => break "idle_timeout",
             }
         };
