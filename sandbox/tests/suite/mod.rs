@@ -8,6 +8,7 @@ mod net;
 mod policy;
 mod positive;
 mod probe;
+mod seccomp;
 mod unprivileged;
 
 use std::io::Read;
