@@ -80,9 +80,9 @@ pub struct Start {
 pub struct Listen {
     /// The gateway's name for it, echoed in the answer.
     pub key: String,
-    /// UNIX socket path, directly inside [`Start::dir`].
+    /// UNIX socket path, inside [`Start::dir`] (directly, or one directory down).
     pub socket: PathBuf,
-    /// JSON-lines attempt log, directly inside [`Start::dir`].
+    /// JSON-lines attempt log, inside [`Start::dir`] (directly, or one directory down).
     pub audit: PathBuf,
     /// `host[:port]` / `*.domain` rules.
     pub allow: Vec<String>,
@@ -273,8 +273,14 @@ pub fn child_main() -> i32 {
     }
 }
 
+/// `true` when `p` is directly inside `dir` or inside one directory directly inside it: the
+/// gateway gives each listener a directory of its own, so a sandbox that is shown one socket's
+/// directory sees that socket alone.
 fn inside(dir: &Path, p: &Path) -> bool {
-    p.parent() == Some(dir) && p.file_name().is_some()
+    p.strip_prefix(dir).is_ok_and(|rel| {
+        let n = rel.components().count();
+        (1..=2).contains(&n) && rel.components().all(|c| matches!(c, std::path::Component::Normal(_)))
+    })
 }
 
 fn run_child(inherited: usize) -> Result<(), ChildError> {
@@ -405,7 +411,7 @@ async fn bind(
     for p in [&l.socket, &l.audit] {
         if !inside(&start.dir, p) {
             return Err(format!(
-                "`{}` is not directly inside the egress directory {}",
+                "`{}` is not inside the egress directory {} (directly, or in a directory directly inside it)",
                 p.display(),
                 start.dir.display()
             ));

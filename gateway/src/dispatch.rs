@@ -694,10 +694,15 @@ impl Gateway {
         if !s.caps.allows_spawn() {
             return Err(denied("proc.spawn", "start a command"));
         }
-        let cwd = resolve_cwd(&s.workspace, params.cwd.as_deref());
-        let cwd_str = cwd.to_string_lossy();
+        let asked = resolve_cwd(&s.workspace, params.cwd.as_deref());
+        // Resolved, like a grant: a `cwd` through a symlink is where the symlink points.
+        let cwd = crate::grants::resolve_path(&asked);
+        let cwd_str = asked.to_string_lossy();
         if cwd_str.split('/').any(|c| c == "..")
-            || !axp_protocol::capability::path_within(&cwd_str, &s.workspace.to_string_lossy())
+            || !axp_protocol::capability::path_within(
+                &cwd.to_string_lossy(),
+                &crate::grants::resolve_path(&s.workspace).to_string_lossy(),
+            )
         {
             return Err(RpcError::new(
                 ErrorCode::CapabilityDenied,
@@ -716,7 +721,7 @@ impl Gateway {
             args: argv[1..].to_vec(),
             env,
             cwd: Some(cwd),
-            policy: session_policy(s, &self.options.extra_read),
+            policy: session_policy(s, &self.options.extra_read)?,
         })
     }
 
@@ -798,11 +803,15 @@ impl Gateway {
 }
 
 /// The policy a session's processes run under, compiled from its grants (never from the agent).
-pub fn session_policy(s: &Session, extra_read: &[std::path::PathBuf]) -> ProcessPolicy {
+/// Every `fs.*` path is resolved again now and must still lie within what the session was
+/// granted at open: a directory inside a grant that has since become a symlink is refused here,
+/// and the policy carries only resolved paths, which the sandbox mounts without following links.
+pub fn session_policy(s: &Session, extra_read: &[std::path::PathBuf]) -> Result<ProcessPolicy, RpcError> {
+    let caps = crate::grants::resolve_within(&s.caps, &s.granted).map_err(|o| o.to_rpc("the session"))?;
     // The session's own egress proxy (its limits, its audit attribution; stopped at close).
     let mut policy =
         ProcessPolicy { net_scope: axp_providers::NetScope::Session(s.id.clone()), ..ProcessPolicy::default() };
-    for c in s.caps.iter() {
+    for c in caps.iter() {
         match c {
             Capability::FsRead(p) => policy.fs_read.push(p.into()),
             Capability::FsWrite(p) => policy.fs_write.push(p.into()),
@@ -813,7 +822,7 @@ pub fn session_policy(s: &Session, extra_read: &[std::path::PathBuf]) -> Process
         }
     }
     policy.fs_read.extend(extra_read.iter().cloned());
-    policy
+    Ok(policy)
 }
 
 /// The environment every command job starts from (nothing of the gateway's own leaks in).

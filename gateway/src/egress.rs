@@ -171,9 +171,27 @@ fn stop_owner(owners: &Owners, scope: &NetScope) -> bool {
     // one file per session that ever used the network would otherwise pile up in the state dir.
     for sock in owner.sockets.values() {
         let _ = std::fs::remove_file(sock);
-        let _ = std::fs::remove_file(sock.with_extension("jsonl"));
+        if let Some(dir) = sock.parent() {
+            let _ = std::fs::remove_dir(dir);
+            if let (Some(key), Some(egress)) = (dir.file_name(), dir.parent()) {
+                let mut log = egress.join("logs").join(key);
+                log.set_extension("jsonl");
+                let _ = std::fs::remove_file(log);
+            }
+        }
     }
     true
+}
+
+/// Creates `dir` if needed and makes it private to this user (0700).
+fn private_dir(dir: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))
 }
 
 fn closed(scope: &NetScope) -> String {
@@ -244,7 +262,14 @@ impl Egress {
             }
             let handle = tokio::runtime::Handle::try_current()
                 .map_err(|_| "the egress proxy needs a running runtime".to_string())?;
-            std::fs::create_dir_all(&self.dir).map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
+            // Each listener's socket sits alone in a private directory of its own, which is what
+            // a sandbox is shown: no job sees another owner's socket (or another allowlist of its
+            // own owner's), nor any attempt log, which live in `logs/`.
+            let sock_dir = self.dir.join(&key);
+            let logs = self.dir.join("logs");
+            for d in [&self.dir, &logs, &sock_dir] {
+                private_dir(d)?;
+            }
             if !owners.contains_key(scope) {
                 let owner = self.new_owner(scope, &handle)?;
                 owners.insert(scope.clone(), owner);
@@ -252,11 +277,11 @@ impl Egress {
             let Some(owner) = owners.get(scope) else {
                 return Err("the egress owner vanished while starting".into());
             };
-            let sock = self.dir.join(format!("{key}.sock"));
+            let sock = sock_dir.join("p.sock");
             let listen = Listen {
                 key: key.clone(),
                 socket: sock.clone(),
-                audit: sock.with_extension("jsonl"),
+                audit: logs.join(format!("{key}.jsonl")),
                 allow: sorted.clone(),
             };
             let (reply, answer) = oneshot::channel();

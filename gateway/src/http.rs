@@ -23,7 +23,7 @@ use futures::Stream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
 
 use crate::dispatch::{Ctx, Gateway, Push};
 
@@ -212,14 +212,19 @@ async fn attach_stream(gw: Arc<Gateway>, ctx: Ctx, req: axp_protocol::Request) -
         Ok(x) => x,
         Err(e) => return json_response(StatusCode::OK, &Response::err(req.id, e), None),
     };
-    let (tx, rx) = mpsc::unbounded_channel::<Push>();
+    let (tx, rx) = mpsc::channel::<Push>(REPLAY_AHEAD);
     tokio::spawn(async move {
         let next = replay(&gw, &job, from, &tx, false).await;
         let resp = Response::ok(req.id, json!({"next_seq": next, "done": true}));
-        let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() });
+        let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() }).await;
     });
-    sse(UnboundedReceiverStream::new(rx))
+    sse(ReceiverStream::new(rx))
 }
+
+/// How many events a replay reads ahead of the client. The channel is bounded so that a client
+/// that stops reading (or reads slowly) stops the replay instead of making the gateway load the
+/// whole log into memory: a job's log can be gigabytes.
+const REPLAY_AHEAD: usize = 64;
 
 /// Sends every event of `job` from `from` until its exit; returns the next seq. With
 /// `progress_only`, only progress events are sent, as MCP progress notifications.
@@ -227,7 +232,7 @@ async fn replay(
     gw: &Gateway,
     job: &axp_store::JobRecord,
     from: u64,
-    tx: &mpsc::UnboundedSender<Push>,
+    tx: &mpsc::Sender<Push>,
     progress_only: bool,
 ) -> u64 {
     let token = job.spec.get("progress_token").cloned();
@@ -249,7 +254,7 @@ async fn replay(
             } else {
                 json!({"jsonrpc": "2.0", "method": "job.event", "params": e})
             };
-            if tx.send(Push { event_id: id, message }).is_err() {
+            if tx.send(Push { event_id: id, message }).await.is_err() {
                 return seq;
             }
         }
@@ -286,16 +291,16 @@ async fn get_stream(State(st): State<AppState>, headers: HeaderMap) -> HttpRespo
             Ok(j) => j,
             Err(e) => return rpc_error(StatusCode::NOT_FOUND, e),
         };
-        let (tx, rx) = mpsc::unbounded_channel::<Push>();
+        let (tx, rx) = mpsc::channel::<Push>(REPLAY_AHEAD);
         let gw = st.gw.clone();
         tokio::spawn(async move {
             let from_mcp = job.spec.get("origin").and_then(Value::as_str) == Some("mcp");
             replay(&gw, &job, seq + 1, &tx, from_mcp).await;
             if from_mcp && let Some(resp) = gw.final_response(&job).await {
-                let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() });
+                let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() }).await;
             }
         });
-        return sse(UnboundedReceiverStream::new(rx));
+        return sse(ReceiverStream::new(rx));
     }
     // The standing notification stream (list_changed) for this session.
     let rx = st.gw.notify.subscribe();

@@ -21,6 +21,7 @@ mod config;
 mod dispatch;
 mod egress;
 mod envelope;
+mod grants;
 mod guard;
 mod http;
 mod jobs;

@@ -52,8 +52,14 @@ fn sandbox_path() -> String {
 fn policy(block: &SandboxBlock, extra_read: &[PathBuf], provider: &str) -> ProcessPolicy {
     ProcessPolicy {
         argv_trust: ArgvTrust::All,
-        fs_read: block.fs_read.iter().map(PathBuf::from).chain(extra_read.iter().cloned()).collect(),
-        fs_write: block.fs_write.iter().map(PathBuf::from).collect(),
+        // Resolved now, when the operator's grant is read; see `sandboxing::compile`.
+        fs_read: block
+            .fs_read
+            .iter()
+            .map(|p| crate::grants::resolve_path(Path::new(p)))
+            .chain(extra_read.iter().cloned())
+            .collect(),
+        fs_write: block.fs_write.iter().map(|p| crate::grants::resolve_path(Path::new(p))).collect(),
         net: block.net.clone(),
         net_scope: NetScope::Provider(provider.to_string()),
     }
@@ -168,6 +174,9 @@ pub async fn fleet(
     }
     Ok(mounts)
 }
+
+/// The names of the embedded default's tools (provider `files`).
+pub const BUILTIN_TOOLS: [&str; 4] = ["list_files", "read_file", "search_files", "run_command"];
 
 /// The embedded default: list, read and search files in the workspace, and run a command there.
 /// Declared as CLI tools (argv templates, never a shell built from arguments) so they run in the

@@ -14,13 +14,22 @@ use crate::egress::{Egress, SANDBOX_PROXY_PORT};
 use serde_json::{Value, json};
 
 /// The layers in force, or why `kernel-lsm` cannot be granted; and its launcher.
-pub fn kernel_lsm(extra_read: &[PathBuf], egress: Arc<Egress>) -> (Result<Value, String>, Option<Arc<dyn Launcher>>) {
+/// `protect` is the state directory, which no process the launcher starts may see.
+pub fn kernel_lsm(
+    extra_read: &[PathBuf],
+    egress: Arc<Egress>,
+    protect: Option<&Path>,
+) -> (Result<Value, String>, Option<Arc<dyn Launcher>>) {
     let host = axp_sandbox::probe();
     match host.kernel_lsm_available() {
         Ok(layers) => match std::env::current_exe() {
             Ok(exe) => {
-                let launcher: Arc<dyn Launcher> =
-                    Arc::new(SandboxLauncher { exe, extra_read: extra_read.to_vec(), egress });
+                let launcher: Arc<dyn Launcher> = Arc::new(SandboxLauncher {
+                    exe,
+                    extra_read: extra_read.to_vec(),
+                    egress,
+                    protect: protect.map(crate::grants::resolve_path),
+                });
                 (Ok(layers_json(&layers)), Some(launcher))
             }
             Err(e) => (Err(format!("cannot find the gateway's own executable to re-execute: {e}")), None),
@@ -48,6 +57,8 @@ pub struct SandboxLauncher {
     pub exe: PathBuf,
     pub extra_read: Vec<PathBuf>,
     pub egress: Arc<Egress>,
+    /// The state directory (resolved): never exposed to a sandboxed process.
+    pub protect: Option<PathBuf>,
 }
 
 /// The directory a process's policy is centred on: the grant that contains its working
@@ -66,25 +77,72 @@ fn workspace_of(spec: &ProcessSpec) -> PathBuf {
 }
 
 /// Compiles the kernel policy for one process.
-pub fn compile(spec: &ProcessSpec, extra_read: &[PathBuf], argv: &[String], egress: &Egress) -> Result<Policy, String> {
-    let workspace = workspace_of(spec);
+///
+/// Every path the policy mounts is the resolved one, so the sandbox, which never follows a
+/// symlink while it mounts, sees the directory that was checked. The spec's own grants were
+/// resolved when they were granted (session open, config load); one that resolves elsewhere now
+/// has had a symlink put in its way since, and is refused rather than followed. Paths found by
+/// discovery are the supervisor's own and are resolved here. Nothing may expose `protect` (the
+/// state directory: keys, audit log, store) or anything above it, except the per-job code-mode
+/// directories below it that the gateway itself adds.
+pub fn compile(
+    spec: &ProcessSpec,
+    extra_read: &[PathBuf],
+    argv: &[String],
+    egress: &Egress,
+    protect: Option<&Path>,
+) -> Result<Policy, String> {
+    let workspace = crate::grants::resolve_path(&workspace_of(spec));
     let mut b = Policy::builder(&workspace).clear_env();
     for (k, v) in &spec.env {
         b = b.env(k, v);
     }
-    let mut reads: Vec<PathBuf> = spec.policy.fs_read.clone();
-    reads.extend(extra_read.iter().cloned());
-    let path_env = spec.env.get("PATH").map(OsStr::new);
+    let granted = |p: &PathBuf| -> Result<Option<PathBuf>, String> {
+        if !p.exists() {
+            return Ok(None);
+        }
+        let r = crate::grants::resolve_path(p);
+        if &r != p {
+            return Err(format!(
+                "the granted path {} now resolves to {} (a symlink was put in its place since it was granted); \
+                 refusing to expose it",
+                p.display(),
+                r.display()
+            ));
+        }
+        Ok(Some(r))
+    };
+    let mut reads: Vec<PathBuf> = Vec::new();
+    for p in spec.policy.fs_read.iter().chain(extra_read) {
+        reads.extend(granted(p)?);
+    }
     let trusted = match spec.policy.argv_trust {
         ArgvTrust::None => &argv[..0],
         ArgvTrust::Program => &argv[..argv.len().min(1)],
         ArgvTrust::All => argv,
     };
-    reads.extend(axp_sandbox::discover::read_paths_for(trusted, path_env));
-    for p in reads.iter().filter(|p| p.exists() && !is_system(p)) {
+    // The program's own files, found from the trusted part of the argv only. Names on `#!` lines
+    // are looked up on the spec's PATH only when the operator wrote the whole command (and so
+    // its environment); otherwise on the default PATH, since an agent may write the environment.
+    let path_env = match spec.policy.argv_trust {
+        ArgvTrust::All => spec.env.get("PATH").map(OsStr::new),
+        ArgvTrust::None | ArgvTrust::Program => None,
+    };
+    let found = axp_sandbox::discover::read_paths_for(trusted, path_env);
+    reads.extend(found.iter().filter(|p| p.exists()).map(|p| crate::grants::resolve_path(p)));
+    let mut writes = Vec::new();
+    for p in &spec.policy.fs_write {
+        writes.extend(granted(p)?);
+    }
+    if let Some(state) = protect {
+        for p in reads.iter().chain(&writes) {
+            check_protected(p, state)?;
+        }
+    }
+    for p in reads.iter().filter(|p| !is_system(p)) {
         b = b.fs_read(p);
     }
-    for p in spec.policy.fs_write.iter().filter(|p| p.exists()) {
+    for p in &writes {
         b = b.fs_write(p);
     }
     if let Some(cwd) = &spec.cwd {
@@ -99,6 +157,21 @@ pub fn compile(spec: &ProcessSpec, extra_read: &[PathBuf], argv: &[String], egre
     b.build().map_err(|e| e.to_string())
 }
 
+/// Refuses a path that is the state directory, lies above it, or lies inside it other than in
+/// a job's own code-mode directory (`STATE/codemode/<job>`).
+fn check_protected(p: &Path, state: &Path) -> Result<(), String> {
+    let own_job_dir = p.parent() == Some(&crate::codemode::root(state));
+    if state.starts_with(p) || (p.starts_with(state) && !own_job_dir) {
+        return Err(format!(
+            "{} would expose the gateway's state directory {} (its keys, audit log and job store) to a \
+             sandboxed process; refusing",
+            p.display(),
+            state.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Paths the sandbox always mounts read-only (or refuses to grant): no need to list them.
 fn is_system(p: &Path) -> bool {
     matches!(p.to_str(), Some("/" | "/usr" | "/bin" | "/lib" | "/lib64" | "/proc" | "/dev" | "/sys"))
@@ -109,14 +182,16 @@ impl SandboxLauncher {
         let mut argv = vec![spec.program.clone()];
         argv.extend(spec.args.iter().cloned());
         // Resolve the program on the spec's PATH now, so the sandbox executes a real file (and
-        // the directories it needs are known to be readable).
+        // the directories it needs are known to be readable). Callers whose environment comes
+        // from an agent but whose program must be trusted (code-mode) pass an absolute program.
         if !spec.program.contains('/') {
             let path_env = spec.env.get("PATH").map(OsStr::new);
             if let Some(found) = axp_sandbox::discover::find_program(&spec.program, path_env) {
                 argv[0] = found.to_string_lossy().into_owned();
             }
         }
-        let mut policy = compile(spec, &self.extra_read, &argv, &self.egress).map_err(ProviderError::Config)?;
+        let mut policy = compile(spec, &self.extra_read, &argv, &self.egress, self.protect.as_deref())
+            .map_err(ProviderError::Config)?;
         policy.allow_pty = terminal;
         let std_cmd = axp_sandbox::command(&self.exe, &policy, &argv)
             .map_err(|e| ProviderError::io("preparing the sandbox", e))?;

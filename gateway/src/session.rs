@@ -19,6 +19,7 @@ use axp_protocol::{CapabilitySet, ErrorCode, RpcError};
 use axp_store::{SessionRecord, Store};
 use base64::Engine;
 
+use crate::grants;
 use crate::tiers::Tiers;
 use crate::util::now_ms;
 
@@ -38,7 +39,11 @@ pub struct Session {
     pub id: String,
     pub workspace: PathBuf,
     pub tier: SandboxTier,
+    /// The grants in force for this request: the presented token's, resolved on this host.
     pub caps: CapabilitySet,
+    /// What the session was granted when it was opened (resolved then): no token, however it
+    /// was made, acts beyond these, and every process policy is checked against them again.
+    pub granted: Arc<CapabilitySet>,
     pub expires_ms: u64,
     /// The root token's id (revoked when the session closes).
     pub token_root: Option<String>,
@@ -98,19 +103,17 @@ impl Sessions {
             Some((name, c)) => (format!("operator `{name}`'s ceiling"), c),
             None => ("the operator's profile".to_string(), &self.profile.capabilities),
         };
+        // Both sides resolved: a path is granted by the directory it names on this host now.
+        let limit = grants::resolve(limit);
         let caps = match &p.capabilities {
             None => limit.clone(),
-            Some(list) => CapabilitySet::parse_all(list).map_err(|errs| {
-                RpcError::invalid_params(errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
-            })?,
+            Some(list) => {
+                let asked = CapabilitySet::parse_all(list).map_err(|errs| {
+                    RpcError::invalid_params(errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+                })?;
+                grants::resolve_within(&asked, &limit).map_err(|o| o.to_rpc(&who))?
+            }
         };
-        if let Some(c) = limit.first_uncovered(&caps) {
-            return Err(RpcError::new(
-                ErrorCode::CapabilityDenied,
-                format!("{who} does not allow `{c}`; ask for a narrower grant"),
-            )
-            .with_data("missing", c.to_string()));
-        }
         let (tier, layers) = self.tiers.grant(p.sandbox_tier)?;
         let workspace = self.workspace_for(p.workspace.as_deref())?;
         let ttl = p.ttl_s.unwrap_or(self.profile.ttl_s).min(self.profile.max_ttl_s).max(1);
@@ -123,6 +126,7 @@ impl Sessions {
             workspace: workspace.clone(),
             tier,
             caps: caps.clone(),
+            granted: Arc::new(caps.clone()),
             expires_ms,
             token_root: Some(token.root_id().to_string()),
             id_is_bearer,
@@ -198,11 +202,27 @@ impl Sessions {
             ));
         }
         match verified {
-            Some(v) => Ok(Arc::new(Session {
-                caps: v.caps.clone(),
-                expires_ms: v.expires_ms.min(s.expires_ms),
-                ..(*s).clone()
-            })),
+            Some(v) => {
+                // A token is held to the session's stored grants as well as its own chain, so a
+                // leaked signing key alone cannot widen a session; and its paths are resolved,
+                // so a narrowed `fs.*` grant that points through a symlink is caught here.
+                let caps = grants::resolve_within(&v.caps, &s.granted).map_err(|o| {
+                    RpcError::new(
+                        ErrorCode::Unauthorized,
+                        format!(
+                            "the token grants `{}`{}, which session `{}` was never granted",
+                            o.asked,
+                            if o.asked == o.resolved {
+                                String::new()
+                            } else {
+                                format!(" (resolved: `{}`)", o.resolved)
+                            },
+                            s.id
+                        ),
+                    )
+                })?;
+                Ok(Arc::new(Session { caps, expires_ms: v.expires_ms.min(s.expires_ms), ..(*s).clone() }))
+            }
             None if s.id_is_bearer => Ok(s),
             None => Err(RpcError::new(
                 ErrorCode::Unauthorized,
@@ -224,10 +244,13 @@ impl Sessions {
         let tier = rec.tier.parse().map_err(RpcError::internal)?;
         let caps = CapabilitySet::parse_all(&rec.capabilities)
             .map_err(|_| RpcError::internal("a stored session has unreadable capabilities"))?;
+        // Records written before grants were resolved at open are resolved as they are read.
+        let caps = grants::resolve(&caps);
         let s = Arc::new(Session {
             id: rec.id.clone(),
             workspace: PathBuf::from(rec.workspace),
             tier,
+            granted: Arc::new(caps.clone()),
             caps,
             expires_ms: rec.expires_ms,
             token_root: rec.token_id,
@@ -249,6 +272,10 @@ impl Sessions {
         let caps = CapabilitySet::parse_all(caps).map_err(|errs| {
             RpcError::invalid_params(errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
         })?;
+        // The child's paths are resolved and must stay within the parent's resolved paths:
+        // `fs.write(<ws>/link)` with `link -> /etc` is a widening, not a narrowing.
+        let caps =
+            grants::resolve_within(&caps, &grants::resolve(&v.caps)).map_err(|o| o.to_rpc("the parent token"))?;
         let token = Token::parse(parent).map_err(|e| e.to_rpc_error())?;
         let expires = ttl_s.map(|t| (now_ms() + t * 1000).min(v.expires_ms));
         let child = axp_caps::attenuate(&token, &caps, expires).map_err(|e| match e {

@@ -1,4 +1,4 @@
-//! Audit records for files a job writes (issue 5): a before/after scan of the session's
+//! Audit records for files a job writes: a before/after scan of the session's
 //! workspace around each command job and each call of a tool that can write (the built-in
 //! `files__run_command`, `[[cli]]` tools), recording every created, modified or deleted file as
 //! a `file.write` record with its size and SHA-256. A scan, not a syscall trace: it sees the
@@ -11,11 +11,14 @@
 //! find its writes in the audit log.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use axp_audit::{AuditLog, Kind};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -23,36 +26,70 @@ use sha2::{Digest, Sha256};
 pub const MAX_ENTRIES: usize = 20_000;
 /// Files larger than this are recorded with their size but no digest.
 const MAX_DIGEST_BYTES: u64 = 64 * 1024 * 1024;
+/// The most bytes one job's records read to compute digests; past it, changes are still
+/// recorded, without digests. A job can write far more than the gateway should re-read.
+const MAX_DIGEST_TOTAL: u64 = 512 * 1024 * 1024;
 
-/// What a workspace looked like: relative path → (size, mtime).
+/// One file as a scan saw it: size, modification time (seconds, nanoseconds), and whether it
+/// is a regular file (only those get digests).
+type Seen = (u64, i64, i64, bool);
+
+/// What a workspace looked like: relative path → what was seen there.
 #[derive(Debug, Default, Clone)]
 pub struct Snapshot {
     root: PathBuf,
-    files: BTreeMap<PathBuf, (u64, Option<SystemTime>)>,
+    files: BTreeMap<PathBuf, Seen>,
     truncated: bool,
 }
 
+/// Opens `rel` below the directory `root` without following any symlink and without leaving
+/// it (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), non-blocking, so that a FIFO cannot stall the
+/// gateway and a link the job planted cannot point it at a host file. The job's sandbox is
+/// gone by now, but what it left in the workspace is the job's, not the gateway's, to trust.
+fn open_beneath(root: &OwnedFd, rel: &Path, directory: bool) -> std::io::Result<OwnedFd> {
+    let mut flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    if directory {
+        flags |= OFlags::DIRECTORY;
+    }
+    let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+    let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    Ok(rustix::fs::openat2(root, rel, flags, Mode::empty(), how)?)
+}
+
+fn open_root(root: &Path) -> std::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rustix::fs::open(root, flags, Mode::empty())?)
+}
+
 impl Snapshot {
-    /// Scans `root` (not following symlinks, skipping `.git`).
+    /// Scans `root` (not following symlinks, never leaving it, skipping `.git`).
     pub fn take(root: &Path) -> Snapshot {
         let mut s = Snapshot { root: root.to_path_buf(), ..Snapshot::default() };
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            let Ok(rd) = std::fs::read_dir(&dir) else { continue };
-            for e in rd.flatten() {
+        let Ok(root_fd) = open_root(root) else { return s };
+        let mut stack = vec![PathBuf::new()];
+        while let Some(rel_dir) = stack.pop() {
+            let Ok(fd) = open_beneath(&root_fd, &rel_dir, true) else { continue };
+            let Ok(dir) = rustix::fs::Dir::read_from(&fd) else { continue };
+            for e in dir.flatten() {
+                let name = OsStr::from_bytes(e.file_name().to_bytes());
+                if name == "." || name == ".." {
+                    continue;
+                }
                 if s.files.len() >= MAX_ENTRIES {
                     s.truncated = true;
                     return s;
                 }
-                let Ok(ft) = e.file_type() else { continue };
-                let path = e.path();
-                if ft.is_dir() {
-                    if e.file_name() != ".git" {
-                        stack.push(path);
+                let Ok(st) = rustix::fs::statat(&fd, e.file_name(), AtFlags::SYMLINK_NOFOLLOW) else { continue };
+                let kind = FileType::from_raw_mode(st.st_mode);
+                let rel = rel_dir.join(name);
+                if kind == FileType::Directory {
+                    if name != ".git" {
+                        stack.push(rel);
                     }
-                } else if let Ok(md) = e.metadata() {
-                    let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
-                    s.files.insert(rel, (md.len(), md.modified().ok()));
+                } else {
+                    let seen =
+                        (st.st_size as u64, st.st_mtime as i64, st.st_mtime_nsec as i64, kind == FileType::RegularFile);
+                    s.files.insert(rel, seen);
                 }
             }
         }
@@ -76,28 +113,37 @@ impl Snapshot {
     }
 }
 
-pub struct Writes {
-    audit: AuditLog,
-    /// Index-name globs of tools that can write (the built-in `files__run_command`, `[[cli]]`
-    /// tools); MCP tools are not scanned (their servers' writes are their own sandbox's).
-    tools: Vec<String>,
-}
-
-fn sha256_file(path: &Path) -> Option<String> {
-    let mut f = std::fs::File::open(path).ok()?;
-    if f.metadata().ok()?.len() > MAX_DIGEST_BYTES {
+/// The SHA-256 of the regular file at `rel` below `root`, reading at most `budget` bytes
+/// (which it lowers); `None` for anything else (a FIFO, a device, a symlink, a file swapped
+/// for one, one too large or over the budget).
+fn sha256_beneath(root: &OwnedFd, rel: &Path, budget: &mut u64) -> Option<String> {
+    let fd = open_beneath(root, rel, false).ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    let size = st.st_size as u64;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || size > MAX_DIGEST_BYTES || size > *budget {
         return None;
     }
+    let mut f = std::fs::File::from(fd).take(size);
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut read = 0u64;
     loop {
         let n = f.read(&mut buf).ok()?;
         if n == 0 {
             break;
         }
+        read += n as u64;
         h.update(&buf[..n]);
     }
+    *budget = budget.saturating_sub(read);
     Some(hex::encode(h.finalize()))
+}
+
+pub struct Writes {
+    audit: AuditLog,
+    /// Index-name globs of tools that can write (the built-in `files__run_command`, `[[cli]]`
+    /// tools); MCP tools are not scanned (their servers' writes are their own sandbox's).
+    tools: Vec<String>,
 }
 
 impl Writes {
@@ -124,16 +170,28 @@ impl Writes {
     /// Records every change from `before` (snapshots taken before the job ran) to now, durably.
     /// Blocking: call it from `spawn_blocking`.
     pub fn record(&self, job_id: &str, session: &str, before: &[Snapshot]) {
+        let mut budget = MAX_DIGEST_TOTAL;
         for b in before {
             let after = Snapshot::take(&b.root);
+            let root = open_root(&b.root).ok();
             let mut records: Vec<serde_json::Value> = b
                 .diff(&after)
                 .into_iter()
                 .map(|(rel, change)| {
                     let abs = after.root.join(&rel);
-                    let size = after.files.get(&rel).map(|m| m.0);
-                    let digest = (change != "deleted").then(|| sha256_file(&abs)).flatten();
-                    json!({"job_id": job_id, "path": abs, "change": change, "size": size, "sha256": digest})
+                    let seen = after.files.get(&rel);
+                    let size = seen.map(|m| m.0);
+                    let regular = seen.is_some_and(|m| m.3);
+                    let digest = match &root {
+                        Some(root) if change != "deleted" && regular => sha256_beneath(root, &rel, &mut budget),
+                        _ => None,
+                    };
+                    let mut r =
+                        json!({"job_id": job_id, "path": abs, "change": change, "size": size, "sha256": digest});
+                    if seen.is_some() && !regular {
+                        r["type"] = json!("special");
+                    }
+                    r
                 })
                 .collect();
             if b.truncated || after.truncated {

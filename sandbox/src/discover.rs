@@ -19,14 +19,23 @@ fn is_system(p: &Path) -> bool {
     SYSTEM.iter().any(|s| p.starts_with(s))
 }
 
+/// Where the real `env` lives; a `#!` line naming one of these looks its argument up on PATH.
+const ENV: [&str; 2] = ["/usr/bin/env", "/bin/env"];
+
+/// A regular file with an execute bit, following symlinks (as `execve` does).
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 /// Looks `name` up in `path_env` (default `/usr/local/bin:/usr/bin:/bin`), like `execvp`.
 pub fn find_program(name: &str, path_env: Option<&OsStr>) -> Option<PathBuf> {
     if name.contains('/') {
         let p = PathBuf::from(name);
-        return p.is_absolute().then_some(p).filter(|p| p.is_file());
+        return p.is_absolute().then_some(p).filter(|p| is_executable(p));
     }
     let path = path_env.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
-    std::env::split_paths(path).map(|d| d.join(name)).find(|c| c.is_file())
+    std::env::split_paths(path).map(|d| d.join(name)).find(|c| is_executable(c))
 }
 
 /// The directory to expose for one file: its install prefix when it sits in a `bin` directory
@@ -84,12 +93,16 @@ fn visit(file: &Path, path_env: Option<&OsStr>, out: &mut Vec<PathBuf>, depth: u
         visit(&py, path_env, out, depth + 1);
     }
     if let Some(words) = shebang(&canonical) {
-        let interp = if words[0].ends_with("/env") {
+        // Only the real `env` looks its argument up on PATH; any other program named `env` is
+        // just an interpreter. And an interpreter is followed only when it is an executable
+        // file: the kernel would refuse anything else, so anything else is no interpreter but
+        // a file someone wants made readable (a key, say).
+        let interp = if ENV.contains(&words[0].as_str()) {
             words.iter().skip(1).find(|w| !w.starts_with('-')).and_then(|w| find_program(w, path_env))
         } else {
             Some(PathBuf::from(&words[0]))
         };
-        if let Some(i) = interp {
+        if let Some(i) = interp.filter(|i| is_executable(i)) {
             visit(&i, path_env, out, depth + 1);
         }
     }

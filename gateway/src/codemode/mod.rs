@@ -42,7 +42,7 @@ pub const MAX_SOURCE: usize = 1 << 20;
 const MAX_SOCKET_PATH: usize = 107;
 
 /// Where code-mode jobs' directories live, below the state directory.
-fn root(state_dir: &Path) -> PathBuf {
+pub(crate) fn root(state_dir: &Path) -> PathBuf {
     state_dir.join("codemode")
 }
 
@@ -113,6 +113,20 @@ pub fn start(
     let companion = socket::serve(gw.me.clone(), binding, listener);
 
     let mut spec = gw.command_spec(s, argv, params)?;
+    // The interpreter is looked up on the gateway's default PATH, never on a PATH the agent passed
+    // in `env`: the launcher makes the directories of the program it runs (and of what its `#!`
+    // line names) readable, so an agent's PATH must not choose that program.
+    let program = axp_sandbox::discover::find_program(&spec.program, None).ok_or_else(|| {
+        RpcError::new(
+            ErrorCode::ProviderUnavailable,
+            format!(
+                "`{}` is not installed on the gateway's PATH (/usr/local/bin:/usr/bin:/bin), so code-mode cannot run {}",
+                spec.program,
+                language.as_str()
+            ),
+        )
+    })?;
+    spec.program = program.to_string_lossy().into_owned();
     let sdk_dir = dir.to_string_lossy().into_owned();
     let path = format!("{sdk_dir}:{}", spec.env.get("PATH").cloned().unwrap_or_default());
     spec.env.insert("PATH".into(), path);

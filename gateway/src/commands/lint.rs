@@ -129,7 +129,7 @@ async fn from_fleet(files: &[PathBuf]) -> Result<Catalog> {
     }
     let tmp = std::env::temp_dir().join(format!("axp-lint-{}", std::process::id()));
     let egress = Arc::new(crate::egress::Egress::new(tmp.join("egress")));
-    let (kernel, launcher) = crate::sandboxing::kernel_lsm(&[], egress);
+    let (kernel, launcher) = crate::sandboxing::kernel_lsm(&[], egress, None);
     let launcher: Arc<dyn axp_providers::Launcher> = match launcher {
         Some(l) => l,
         None => bail!(

@@ -134,7 +134,7 @@ pub fn run(args: ProviderArgs) -> Result<i32> {
 fn add(a: AddArgs, state_dir: PathBuf, settings: &Settings) -> Result<i32> {
     let egress_options = settings.egress.options().map_err(|e| anyhow::anyhow!("invalid `[egress]` setting: {e}"))?;
     let egress = Arc::new(Egress::with_options(state_dir.join("egress"), egress_options));
-    let (_, sandboxed) = crate::sandboxing::kernel_lsm(&settings.sandbox.extra_read, egress.clone());
+    let (_, sandboxed) = crate::sandboxing::kernel_lsm(&settings.sandbox.extra_read, egress.clone(), Some(&state_dir));
     let launcher: Arc<dyn Launcher> = match sandboxed {
         Some(l) => l,
         None if a.dangerously_unsandboxed => Arc::new(axp_providers::DirectLauncher),

@@ -69,7 +69,8 @@ fn run_one(a: SandboxRunArgs) -> Result<i32> {
     let egress_dir = std::env::temp_dir().join(format!("axp-egress-{}", std::process::id()));
     let egress = crate::egress::Egress::new(egress_dir.clone());
     let ran = (|| {
-        let policy = crate::sandboxing::compile(&spec, &[], &argv, &egress).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let policy =
+            crate::sandboxing::compile(&spec, &[], &argv, &egress, None).map_err(|e| anyhow::anyhow!("{e}"))?;
         let exe = std::env::current_exe().context("cannot find the axp executable to re-execute")?;
         axp_sandbox::run(&exe, &policy, &argv).context("cannot start the sandbox")
     })();

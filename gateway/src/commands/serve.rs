@@ -82,6 +82,75 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
+/// Refuses approval rules that a session could walk around: a session granted `proc.spawn`
+/// can run in its own sandbox, with `job.start {command}` or a code-mode program, whatever a
+/// tool that runs with the workspace's authority would run (`like_spawn`: the built-in
+/// `files__run_command`, a `[[cli]]` tool; `skills`: a skill's script), and no operator would
+/// be asked. Rather than offer an approval that holds only for the polite, such a
+/// configuration is refused until no session can be granted `proc.spawn`.
+fn refuse_approvals_that_spawn_bypasses(
+    approvals: &crate::guard::Approvals,
+    grantable: &[String],
+    like_spawn: &[String],
+    skills: bool,
+) -> Result<()> {
+    if approvals.is_empty() || !grantable.iter().any(|g| g.trim() == "proc.spawn") {
+        return Ok(());
+    }
+    let provider_of = |t: &str| t.split_once("__").map_or(t, |(p, _)| p).to_string();
+    let mut bypassed: Vec<String> = like_spawn
+        .iter()
+        .filter(|t| {
+            approvals.destructive
+                || approvals.providers.contains(&provider_of(t))
+                || approvals.globs.iter().any(|g| axp_protocol::capability::glob_matches(g, t))
+        })
+        .cloned()
+        .collect();
+    if skills
+        && (approvals.destructive || approvals.globs.iter().any(|g| glob_can_match_prefix(g.as_bytes(), b"skill__")))
+    {
+        bypassed.push("skill__*".into());
+    }
+    if bypassed.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "approval rules cover {}, but sessions may be granted `proc.spawn`: a session that can start processes can \
+         run what these tools run (`job.start {{command}}` or code-mode) without any operator being asked\nhint: \
+         remove `proc.spawn` from `[session] capabilities` (the default profile has it: write the profile out \
+         without it, e.g. `capabilities = [\"tool(*)\", \"fs.write(WORKSPACE)\"]`) and from every `[[operators]]` \
+         `capabilities`, or remove those approval rules",
+        bypassed.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// Whether the glob `g` (`*`, `?`) matches some name that starts with `prefix`.
+fn glob_can_match_prefix(g: &[u8], prefix: &[u8]) -> bool {
+    match (g.first(), prefix.first()) {
+        (_, None) => true,
+        (None, Some(_)) => false,
+        (Some(b'*'), Some(_)) => glob_can_match_prefix(&g[1..], prefix) || glob_can_match_prefix(g, &prefix[1..]),
+        (Some(b'?'), Some(_)) => glob_can_match_prefix(&g[1..], &prefix[1..]),
+        (Some(c), Some(p)) => c == p && glob_can_match_prefix(&g[1..], &prefix[1..]),
+    }
+}
+
+/// Creates the state directory if needed and makes it private to this user (0700): it holds the
+/// signing keys, the audit log, the job store and every session's egress log. Returns its
+/// resolved path, from which every path below it is derived.
+pub fn private_state_dir(state_dir: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(state_dir)
+        .with_context(|| format!("cannot create the state directory {}", state_dir.display()))?;
+    std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("cannot make the state directory {} private (0700)", state_dir.display()))?;
+    state_dir.canonicalize().with_context(|| format!("the state directory {} cannot be used", state_dir.display()))
+}
+
 /// Refuses a state directory that a sandboxed process could reach: it holds the token root key,
 /// the local operator's signing key, the revocation list, the audit log and the job store, so a
 /// job that could read or write it could mint tokens, approve its own calls or rewrite the audit
@@ -214,6 +283,12 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         .canonicalize()
         .context("the workspace directory cannot be used")?;
     let state_dir = args.state_dir.clone().or(settings.state_dir.clone()).unwrap_or_else(default_state_dir);
+    let state_dir = private_state_dir(&state_dir)?;
+    // Operator paths are resolved once, here, like every grant: a process policy carries only
+    // resolved paths, and one that resolves differently later is refused (`sandboxing::compile`).
+    for p in settings.sandbox.extra_read.iter_mut().chain(settings.skill_dirs.iter_mut()) {
+        *p = crate::grants::resolve_path(p);
+    }
 
     // The fleet: every --mcp-config file, the settings' files, and the static flags.
     let mut fleet = Fleet::default();
@@ -245,7 +320,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
 
     let egress_options = settings.egress.options().map_err(|e| anyhow::anyhow!("invalid `[egress]` setting: {e}"))?;
     let egress = Arc::new(Egress::with_options(state_dir.join("egress"), egress_options));
-    let tiers = Arc::new(decide_tiers(args, &settings, egress.clone())?);
+    let tiers = Arc::new(decide_tiers(args, &settings, egress.clone(), &state_dir)?);
     let default_profile =
         vec!["tool(*)".to_string(), "proc.spawn".to_string(), format!("fs.write({})", workspace.display())];
     let caps = CapabilitySet::parse_all(settings.session.capabilities.as_ref().unwrap_or(&default_profile)).map_err(
@@ -268,6 +343,25 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         grantable.extend(op.capabilities.iter().flatten().cloned());
     }
     keep_state_dir_out_of_reach(&state_dir, &workspace, &grantable, &settings.sandbox.extra_read)?;
+    {
+        // The tools whose processes run with the workspace's own authority, as a session's
+        // command would: the built-in tools (served when nothing else is), `[[cli]]` tools and
+        // skills. MCP servers run with their own grants and secrets, which a session lacks.
+        let nothing_configured = fleet.servers.is_empty()
+            && fleet.statics.is_empty()
+            && settings.cli.is_empty()
+            && settings.skill_dirs.is_empty();
+        let mut like_spawn: Vec<String> = Vec::new();
+        if nothing_configured && !args.no_builtin {
+            like_spawn.extend(mount::BUILTIN_TOOLS.iter().map(|t| format!("files__{t}")));
+        }
+        for c in &settings.cli {
+            like_spawn.extend(c.tools.iter().map(|t| format!("{}__{}", c.provider, t.name)));
+        }
+        let skills = !settings.skill_dirs.is_empty();
+        let approvals = crate::guard::approvals_from(&settings, &fleet);
+        refuse_approvals_that_spawn_bypasses(&approvals, &grantable, &like_spawn, skills)?;
+    }
 
     let store = {
         let dir = state_dir.clone();
@@ -365,9 +459,10 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     })
 }
 
-fn decide_tiers(args: &ServeArgs, settings: &Settings, egress: Arc<Egress>) -> Result<Tiers> {
+fn decide_tiers(args: &ServeArgs, settings: &Settings, egress: Arc<Egress>, state_dir: &Path) -> Result<Tiers> {
     let dev_none_allowed = args.dangerously_allow_dev_none || settings.sandbox.dangerously_allow_dev_none;
-    let (kernel_lsm, kernel_launcher) = crate::sandboxing::kernel_lsm(&settings.sandbox.extra_read, egress);
+    let (kernel_lsm, kernel_launcher) =
+        crate::sandboxing::kernel_lsm(&settings.sandbox.extra_read, egress, Some(state_dir));
     let default = match settings.sandbox.default_tier.as_deref() {
         Some(t) => t.parse::<SandboxTier>().map_err(|e| anyhow::anyhow!("[sandbox] default_tier: {e}"))?,
         None if kernel_lsm.is_ok() => SandboxTier::KernelLsm,

@@ -55,9 +55,9 @@ async fn a_parked_call_survives_a_restart_and_only_an_operator_decides_it() {
     let tmp = tempfile::tempdir().unwrap();
     let (state, ws) = (tmp.path().join("state"), workspace_in(&tmp));
     let config = tmp.path().join("axp.toml");
-    std::fs::write(&config, "[approval]\nrequired = [\"files__run_command\"]\n").unwrap();
+    std::fs::write(&config, format!("{NO_SPAWN}[approval]\nrequired = [\"files__run_command\"]\n")).unwrap();
     let gw = start(&state, &ws, &config);
-    let mut agent = Rpc::open(&gw.url, json!({"capabilities": ["tool(files__*)", "proc.spawn"]})).await;
+    let mut agent = Rpc::open(&gw.url, json!({"capabilities": ["tool(files__*)"]})).await;
 
     // Read-only tools run at once; the one that needs approval parks.
     agent.ok("tools/call", json!({"name": "files__list_files", "arguments": {"path": "."}})).await;
@@ -146,7 +146,7 @@ async fn an_mcp_tools_call_waits_for_approval_and_revocation_is_durable() {
     let tmp = tempfile::tempdir().unwrap();
     let (state, ws) = (tmp.path().join("state"), workspace_in(&tmp));
     let config = tmp.path().join("axp.toml");
-    std::fs::write(&config, "[approval]\nrequired = [\"files__read_*\"]\n").unwrap();
+    std::fs::write(&config, format!("{NO_SPAWN}[approval]\nrequired = [\"files__read_*\"]\n")).unwrap();
     std::fs::write(ws.join("a.txt"), "hello").unwrap();
     let gw = start(&state, &ws, &config);
     let mut agent = Rpc::open(&gw.url, json!({"capabilities": ["tool(files__*)"]})).await;
@@ -268,7 +268,7 @@ async fn a_configured_operator_signs_with_its_own_key() {
     std::fs::write(
         &config,
         format!(
-            "[approval]\nrequired = [\"files__run_command\"]\n[[operators]]\nname = \"alice\"\ntoken_sha256 = \"{hash}\"\npublic_key = \"{public}\"\ncapabilities = [\"tool(files__*)\"]\n"
+            "{NO_SPAWN}[approval]\nrequired = [\"files__run_command\"]\n[[operators]]\nname = \"alice\"\ntoken_sha256 = \"{hash}\"\npublic_key = \"{public}\"\ncapabilities = [\"tool(files__*)\"]\n"
         ),
     )
     .unwrap();
@@ -305,7 +305,7 @@ fn approval_required_tools_are_refused_on_a_stdio_only_gateway() {
     // so a parked call would wait forever: refuse to start instead.
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("axp.toml");
-    std::fs::write(&config, "[approval]\nrequired = [\"files__run_command\"]\n").unwrap();
+    std::fs::write(&config, format!("{NO_SPAWN}[approval]\nrequired = [\"files__run_command\"]\n")).unwrap();
     let out = Command::new(axp())
         .args(["serve", "--stdio", "--config"])
         .arg(&config)
@@ -320,6 +320,10 @@ fn approval_required_tools_are_refused_on_a_stdio_only_gateway() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("cannot be served over stdio"), "{err}");
 }
+
+/// A session profile without `proc.spawn`: approval rules are refused while sessions may start
+/// processes, since a process could do whatever a tool that waits for approval does.
+const NO_SPAWN: &str = "[session]\ncapabilities = [\"tool(*)\"]\n";
 
 /// A workspace beside (never around) the test's state dir.
 fn workspace_in(tmp: &tempfile::TempDir) -> std::path::PathBuf {

@@ -265,16 +265,15 @@ impl Lab {
         .await
     }
 
-    /// The egress proxy sockets of sessions under `STATE/egress/`.
+    /// The egress proxy sockets of sessions: `STATE/egress/session-*/p.sock`, one directory each.
     fn session_sockets(&self) -> std::collections::BTreeSet<std::path::PathBuf> {
         std::fs::read_dir(self.state.join("egress"))
             .map(|d| {
                 d.flatten()
                     .map(|e| e.path())
-                    .filter(|p| {
-                        let name = p.file_name().unwrap().to_string_lossy();
-                        name.starts_with("session-") && name.ends_with(".sock")
-                    })
+                    .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("session-"))
+                    .map(|p| p.join("p.sock"))
+                    .filter(|p| p.exists())
                     .collect()
             })
             .unwrap_or_default()
@@ -377,11 +376,18 @@ async fn each_session_has_its_own_proxy_budget_and_audit_trail_and_loses_it_at_c
     // A's JSON-lines attempt log went with it (its records are in the hash-chained log, above);
     // B's is still written.
     for sock in &a_sockets {
-        assert!(!sock.with_extension("jsonl").exists(), "{} should be gone", sock.display());
+        assert!(!log_of(sock).exists(), "{} should be gone", log_of(sock).display());
     }
-    assert!(b_socket.with_extension("jsonl").exists());
+    assert!(log_of(&b_socket).exists());
     let out = run(&mut b, &fetch("again")).await;
     assert!(out.contains("again=200:"), "{out}");
+}
+
+/// The attempt log of the listener whose socket is `sock`: `STATE/egress/logs/<its dir>.jsonl`.
+fn log_of(sock: &std::path::Path) -> std::path::PathBuf {
+    let dir = sock.parent().unwrap();
+    let key = dir.file_name().unwrap().to_string_lossy();
+    dir.parent().unwrap().join("logs").join(format!("{key}.jsonl"))
 }
 
 /// A session holding its `max_connections` tunnels is refused the next one, while another

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod codemode;
 pub mod denials;
 pub mod egress;
+pub mod escapes;
 pub mod fleet;
 pub mod hostile_upstream;
 pub mod inspector;
@@ -253,12 +254,12 @@ pub fn exit_of(events: &[Value]) -> Value {
     events.iter().find(|e| e["kind"] == "exit").cloned().unwrap_or(Value::Null)
 }
 
-/// Every egress proxy's own audit file under `STATE/egress/`, once it holds `needle` (or after
+/// Every egress proxy's own audit file under `STATE/egress/logs/`, once it holds `needle` (or after
 /// 5 s). A proxy writes an attempt's record when its connection ends, from its own writer
 /// thread: a test that reads at once would race it.
 pub async fn egress_audit_containing(state: &Path, needle: &str) -> String {
     let read = || -> String {
-        std::fs::read_dir(state.join("egress"))
+        std::fs::read_dir(state.join("egress").join("logs"))
             .unwrap()
             .flatten()
             .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
