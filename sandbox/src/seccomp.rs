@@ -56,8 +56,9 @@
 //! where they are created. With `MFD_NOEXEC_SEAL` (Linux ≥ 6.3), the kernel creates the memfd
 //! without execute bits and seals them off (`F_SEAL_EXEC`), and it then refuses to execute the
 //! memfd by any path. The other forms fail with `ENOSYS`, which programs read as "no memfd on
-//! this kernel": they fall back to a file in `/dev/shm` or `/tmp`, which the mount tree and
-//! Landlock do cover. A kernel older than 6.3 rejects the unknown flag itself (`EINVAL`), so there
+//! this kernel". Those with a fallback use a file in `/dev/shm` or `/tmp` instead, which the
+//! mount tree and Landlock do cover. Those without one fail (Python's `os.memfd_create(name)`
+//! without the flag, for example). A kernel older than 6.3 rejects the unknown flag itself (`EINVAL`), so there
 //! memfds are unavailable rather than executable. Today this takes no capability away, since a
 //! job may write a program to its workspace or `/tmp` and run it (compilers need that). What it
 //! gives is that every program a job executes is a file in a mount that the policy governs, so
