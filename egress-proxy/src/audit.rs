@@ -3,7 +3,8 @@
 //!
 //! This module owns the record format (the gateway reads it as its audit stream) and must not
 //! make policy decisions. Lines are written whole and flushed one by one so a reader tailing the
-//! file never sees half a record.
+//! file never sees half a record. The file is its owner's alone (mode 0600): it names every URL
+//! a session asked for.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -194,14 +195,28 @@ fn writer(mut out: Box<dyn Write + Send>, rx: std::sync::mpsc::Receiver<Msg>) {
     }
 }
 
+/// Opens `path` for appending, readable and writable by its owner only: created 0600 (the mode
+/// is given to `open(2)`, so the file never exists with a wider one), and an existing file's
+/// mode set to 0600 through the open descriptor (not the path, which could be swapped).
+fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+    if f.metadata()?.permissions().mode() & 0o7777 != 0o600 {
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(f)
+}
+
 /// See [`writer`].
 const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 
 impl AuditLog {
-    /// Appends to `path` (created if missing), or writes to stderr when `None`.
+    /// Appends to `path`, or writes to stderr when `None`. The file is created with mode 0600,
+    /// and an existing one is tightened to it: the records name every destination and URL a
+    /// session asked for, which no other local user may read.
     pub fn open(path: Option<&Path>) -> std::io::Result<Self> {
         let out: Box<dyn Write + Send> = match path {
-            Some(p) => Box::new(std::fs::OpenOptions::new().create(true).append(true).open(p)?),
+            Some(p) => Box::new(open_private(p)?),
             None => Box::new(std::io::stderr()),
         };
         let (tx, rx) = std::sync::mpsc::channel();
@@ -233,5 +248,34 @@ impl AuditLog {
         if self.tx.send(Msg::Sync(ack)).is_ok() {
             let _ = done.recv_timeout(std::time::Duration::from_secs(5));
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn the_log_is_created_private_and_an_existing_one_is_made_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = dir.path().join("fresh.jsonl");
+        AuditLog::open(Some(&fresh)).unwrap().sync();
+        assert_eq!(mode(&fresh), 0o600);
+        let old = dir.path().join("old.jsonl");
+        std::fs::write(&old, b"{}\n").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let log = AuditLog::open(Some(&old)).unwrap();
+        assert_eq!(mode(&old), 0o600);
+        log.record(AuditRecord { decision: "deny", reason: "not_granted", ..AuditRecord::default() });
+        log.sync();
+        let text = std::fs::read_to_string(&old).unwrap();
+        assert!(text.starts_with("{}\n{") && text.ends_with("}\n"), "appended, not truncated: {text}");
     }
 }

@@ -258,6 +258,12 @@ pub fn parse_authority(input: &str, default_port: Option<u16>) -> Result<Target,
 /// Parses an HTTP absolute-form request target (`http://host[:port]/path?query`) into the target
 /// and the origin-form path to send upstream.
 pub fn parse_absolute_form(target: &str) -> Result<(Target, String), HostError> {
+    parse_absolute_form_with_port(target, 80)
+}
+
+/// [`parse_absolute_form`] with the port a URL without one means: inside a tunnel, the tunnel's
+/// port (as for its `Host` headers), since that is the server the request reaches.
+pub fn parse_absolute_form_with_port(target: &str, default_port: u16) -> Result<(Target, String), HostError> {
     for &b in target.as_bytes() {
         if b <= 0x20 || b == 0x7f {
             return Err(HostError::ControlByte(b));
@@ -286,7 +292,7 @@ pub fn parse_absolute_form(target: &str) -> Result<(Target, String), HostError> 
     } else {
         path.to_string()
     };
-    let t = parse_authority(authority, Some(80))?;
+    let t = parse_authority(authority, Some(default_port))?;
     Ok((t, path))
 }
 

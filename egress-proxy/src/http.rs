@@ -1,15 +1,20 @@
 //! HTTP/1.x as a forward proxy sees it: request heads (parsing with `httparse`, the checks that
 //! keep one request to one destination: absolute-form target, `Host` agreement, unambiguous body
-//! framing; the head rewritten for the origin server), response heads (where the body ends, after
-//! RFC 9112 §6.3, whether the upstream connection can carry another request, and the head
-//! rewritten for the client), and a scanner for chunked bodies (either direction).
+//! framing, a `Connection` header that removes nothing end-to-end; the head rewritten for the
+//! origin server), response heads (where the body ends, after RFC 9112 §6.3, whether the upstream
+//! connection can carry another request, and the head rewritten for the client), a scanner for
+//! chunked bodies (either direction), and the request stream inside a plain-HTTP tunnel
+//! ([`opening`] tells it apart, [`TunnelRequests`] checks every request in it).
 //!
 //! Pure functions only. This module must not perform I/O or consult the allowlist.
 
-use crate::host::{HostError, Target, parse_absolute_form, parse_authority};
+use crate::host::{HostError, Target, parse_absolute_form, parse_absolute_form_with_port, parse_authority};
 
 /// Most headers accepted in one request head.
 pub const MAX_HEADERS: usize = 100;
+
+/// Largest response head accepted from an upstream.
+pub const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
 /// A parsed request head.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +58,32 @@ pub enum HeadError {
     /// Content-Lengths, or a transfer coding other than `chunked`): a smuggling vector.
     #[error("ambiguous or unsupported body framing: {0}")]
     Framing(&'static str),
+    /// The `Connection` header names a field that is end-to-end (`Content-Length`,
+    /// `Transfer-Encoding`, `Host`): a proxy that obeyed it would send the message framed or
+    /// addressed otherwise than it read it, so that the body it forwards by its own framing
+    /// became, for the next hop, a second request nobody checked.
+    #[error(
+        "the Connection header names `{0}`, which is end-to-end: removing it would frame or address the request differently for the origin than the proxy read it (request smuggling)"
+    )]
+    ConnectionNamesEndToEnd(String),
+    /// A request inside a tunnel has no `Host` header, so the origin would route it to whatever
+    /// host it serves by default.
+    #[error("the request has no Host header; inside a tunnel every request must name the tunnel's host")]
+    MissingHost,
+    /// A request inside a tunnel names another destination in its absolute-form target.
+    #[error("the request target `{named}` names another destination than the tunnel to `{tunnel}`")]
+    TargetMismatch {
+        /// What the request line said.
+        named: String,
+        /// Where the tunnel goes.
+        tunnel: String,
+    },
+    /// A head larger than the limit given.
+    #[error("the request head exceeds {0} bytes")]
+    TooLarge(usize),
+    /// Something a tunnel's request stream may not carry (see [`TunnelRequests`]).
+    #[error("{0}")]
+    Unsupported(&'static str),
 }
 
 /// Parses a request head from the start of `buf`. `Ok(None)` means incomplete.
@@ -95,6 +126,15 @@ impl RequestHead {
             return Err(HeadError::HostMismatch { header: text.to_string(), target: target.to_string() });
         }
         Ok(())
+    }
+
+    /// Refuses a `Connection` header that names a field in [`NEVER_HOP_BY_HOP`] (see
+    /// [`HeadError::ConnectionNamesEndToEnd`]).
+    pub fn check_connection(&self) -> Result<(), HeadError> {
+        match connection_tokens(&self.headers).into_iter().find(|t| NEVER_HOP_BY_HOP.contains(&t.as_str())) {
+            Some(t) => Err(HeadError::ConnectionNamesEndToEnd(t)),
+            None => Ok(()),
+        }
     }
 
     /// The body framing, refusing the ambiguous combinations.
@@ -186,6 +226,14 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
+/// Fields a `Connection` header never removes, in either direction: the framing of the message
+/// and, in a request, where it goes. The proxy forwards a body by the framing it read; were it
+/// to drop that framing from the head it forwards, the next hop would read the body as something
+/// else (for a request: as a second request, which nobody checked and which can name any host).
+/// Requests that list one are refused ([`RequestHead::check_connection`]); a response that does is
+/// relayed with its framing intact, since that is the framing the proxy relays it by.
+const NEVER_HOP_BY_HOP: &[&str] = &["content-length", "transfer-encoding", "host"];
+
 /// The field names a `Connection` header lists (lower case): hop-by-hop as well.
 fn connection_tokens(headers: &[(String, Vec<u8>)]) -> Vec<String> {
     values(headers, "connection")
@@ -195,13 +243,17 @@ fn connection_tokens(headers: &[(String, Vec<u8>)]) -> Vec<String> {
         .collect()
 }
 
-/// Appends every end-to-end header (hop-by-hop ones and those `Connection` lists left out).
+/// Appends every end-to-end header (hop-by-hop ones and those `Connection` lists left out, except
+/// the [`NEVER_HOP_BY_HOP`] ones, which are always kept: the head sent on is framed exactly as
+/// the proxy frames the body it sends after it).
 fn end_to_end(out: &mut Vec<u8>, headers: &[(String, Vec<u8>)]) -> bool {
     let listed = connection_tokens(headers);
     let mut saw_host = false;
     for (n, v) in headers {
         let lower = n.to_ascii_lowercase();
-        if HOP_BY_HOP.contains(&lower.as_str()) || listed.contains(&lower) {
+        if HOP_BY_HOP.contains(&lower.as_str())
+            || (listed.contains(&lower) && !NEVER_HOP_BY_HOP.contains(&lower.as_str()))
+        {
             continue;
         }
         saw_host |= lower == "host";
@@ -222,6 +274,7 @@ fn end_to_end(out: &mut Vec<u8>, headers: &[(String, Vec<u8>)]) -> bool {
 pub fn forward_request(head: &RequestHead) -> Result<ForwardRequest, HeadError> {
     let (target, path) = parse_absolute_form(&head.target)?;
     head.check_host(&target, 80)?;
+    head.check_connection()?;
     let body = head.body()?;
     let mut out = Vec::with_capacity(head.len + 64);
     out.extend_from_slice(head.method.as_bytes());
@@ -491,6 +544,273 @@ impl ChunkedScanner {
     }
 }
 
+/// What a tunnel's first bytes are, as far as HTTP goes (see [`opening`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opening {
+    /// Not enough bytes to tell yet.
+    NeedMore,
+    /// An HTTP request, or something an origin could read as one: it is checked as a request.
+    Request,
+    /// Not HTTP.
+    Other,
+}
+
+/// Methods every origin knows. A line that starts with one of them and a space is taken for a
+/// request line whatever follows, an HTTP/0.9 `GET /path` (which has no `Host` at all) included.
+const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT", "PRI"];
+
+/// A `tchar` of RFC 9110 §5.6.2: what a method is made of.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Whether a tunnel's first bytes open an HTTP request as a lenient origin reads one, so that
+/// nothing an origin would route by its `Host` header passes the tunnel as opaque: empty lines
+/// before the request line are skipped (servers ignore them, RFC 9112 §2.2), and a line made of
+/// a token and a space (or tab) is a request when the token is a well-known method, or, whatever
+/// the method, when the line names an HTTP version (origins route unknown methods by `Host` as
+/// well). Anything else (TLS is told apart before this, SSH, binary protocols) is [`Opening::Other`].
+/// `max`: past this many bytes with no answer the bytes are taken for a request, whose head is
+/// then refused as too large.
+pub fn opening(b: &[u8], max: usize) -> Opening {
+    let undecided = if b.len() > max { Opening::Request } else { Opening::NeedMore };
+    let Some(start) = b.iter().position(|c| !matches!(c, b'\r' | b'\n')) else {
+        return undecided;
+    };
+    let line = &b[start..];
+    let Some(m) = line.iter().position(|c| !is_tchar(*c)) else {
+        return undecided;
+    };
+    if m == 0 || !matches!(line[m], b' ' | b'\t') {
+        return Opening::Other;
+    }
+    if METHODS.iter().any(|k| k.as_bytes().eq_ignore_ascii_case(&line[..m])) {
+        return Opening::Request;
+    }
+    let Some(end) = line.iter().position(|c| *c == b'\n') else {
+        return undecided;
+    };
+    if line[..end].windows(5).any(|w| w.eq_ignore_ascii_case(b"HTTP/")) { Opening::Request } else { Opening::Other }
+}
+
+/// The client's side of a plain-HTTP tunnel (a CONNECT or SOCKS5 tunnel whose first bytes are a
+/// request, see [`opening`]), request by request. Every request head must name the tunnel's
+/// destination: exactly one `Host`, equal to it; an absolute-form target only if it names it too;
+/// never `CONNECT`. Its body must be framed unambiguously, with a `Connection` header that names
+/// no framing field ([`RequestHead::check_connection`]), and is passed by that framing, so the
+/// next head is looked for where the origin looks for it. Bytes are released only once they are
+/// known to belong to a checked request: an incomplete head is held back, never sent.
+///
+/// A protocol switch ends what can be checked, so it is allowed once and narrowly: only on the
+/// tunnel's first request, only to `websocket` (which carries no further requests, unlike `h2c`,
+/// whose streams name any authority), and the client's bytes after that request are held until
+/// the origin's answer ([`TunnelRequests::upstream`]) says whether it switched (101: the rest of
+/// the tunnel is opaque) or not (the stream stays HTTP and every request in it is checked).
+#[derive(Debug)]
+pub struct TunnelRequests {
+    target: Target,
+    max_head: usize,
+    state: TunnelState,
+    /// Client bytes received and not yet released.
+    held: Vec<u8>,
+    /// Request heads released so far.
+    requests: u64,
+    upgrade: Upgrade,
+    /// The origin's bytes while its answer to an upgrade is awaited.
+    answer: Vec<u8>,
+}
+
+/// Where the client's byte stream is in a plain-HTTP tunnel.
+#[derive(Debug)]
+enum TunnelState {
+    /// A request head comes next.
+    Head,
+    /// This many body bytes are still to come.
+    Length(u64),
+    /// A chunked body.
+    Chunked(ChunkedScanner),
+    /// After an upgrade request: the origin's answer is awaited.
+    Answer,
+    /// The origin switched protocols: everything passes.
+    Switched,
+}
+
+/// Whether the tunnel's first request asked for a protocol switch, and how it went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upgrade {
+    /// None asked, or it was declined.
+    None,
+    /// Asked; the origin's answer is awaited.
+    Asked,
+    /// The origin switched (101).
+    Accepted,
+}
+
+impl TunnelRequests {
+    /// A tunnel to `target`; request heads over `max_head` bytes are refused.
+    pub fn new(target: Target, max_head: usize) -> Self {
+        Self {
+            target,
+            max_head,
+            state: TunnelState::Head,
+            held: Vec::new(),
+            requests: 0,
+            upgrade: Upgrade::None,
+            answer: Vec::new(),
+        }
+    }
+
+    /// Takes bytes from the client and returns those that may go to the origin now, or refuses
+    /// the request they belong to. After a refusal the tunnel must be closed: nothing of that
+    /// read was released, and no later byte may be, since where the next request starts is no
+    /// longer known.
+    pub fn client(&mut self, data: &[u8]) -> Result<Vec<u8>, HeadError> {
+        self.held.extend_from_slice(data);
+        self.release()
+    }
+
+    /// Whether the origin's bytes must be shown to [`TunnelRequests::upstream`]: the answer to an
+    /// upgrade request is awaited.
+    pub fn watching(&self) -> bool {
+        self.upgrade == Upgrade::Asked
+    }
+
+    /// Whether a request head has begun and is not complete (held back, nothing of it sent).
+    pub fn mid_head(&self) -> bool {
+        matches!(self.state, TunnelState::Head) && !self.held.is_empty()
+    }
+
+    /// Whether client bytes are held back until the origin answers an upgrade request.
+    pub fn holding(&self) -> bool {
+        matches!(self.state, TunnelState::Answer) && !self.held.is_empty()
+    }
+
+    /// Takes bytes the origin sent (they go to the client unchanged; this only reads them) while
+    /// [`TunnelRequests::watching`]. `Ok(true)` once the answer to the upgrade request is complete
+    /// (interim 1xx skipped): the held client bytes may then be released with
+    /// [`TunnelRequests::client`] (with no new bytes), and are checked as that decided. Refuses
+    /// an answer that is not an HTTP response head.
+    pub fn upstream(&mut self, data: &[u8]) -> Result<bool, HeadError> {
+        if !self.watching() {
+            return Ok(false);
+        }
+        self.answer.extend_from_slice(data);
+        loop {
+            let Some(head) = parse_response_head(&self.answer)? else {
+                if self.answer.len() > MAX_RESPONSE_HEAD {
+                    return Err(HeadError::TooLarge(MAX_RESPONSE_HEAD));
+                }
+                return Ok(false);
+            };
+            if head.is_interim() {
+                self.answer.drain(..head.len);
+                continue;
+            }
+            self.answer = Vec::new();
+            self.upgrade = if head.status == 101 { Upgrade::Accepted } else { Upgrade::None };
+            if matches!(self.state, TunnelState::Answer) {
+                self.state = self.after_message();
+            }
+            return Ok(true);
+        }
+    }
+
+    /// Where the stream goes once a request has ended.
+    fn after_message(&self) -> TunnelState {
+        match self.upgrade {
+            Upgrade::None => TunnelState::Head,
+            Upgrade::Asked => TunnelState::Answer,
+            Upgrade::Accepted => TunnelState::Switched,
+        }
+    }
+
+    /// Releases what of the held bytes belongs to checked requests.
+    fn release(&mut self) -> Result<Vec<u8>, HeadError> {
+        let mut out = Vec::new();
+        while !self.held.is_empty() {
+            match &mut self.state {
+                TunnelState::Answer => break,
+                TunnelState::Switched => out.append(&mut self.held),
+                TunnelState::Length(left) => {
+                    let take = (*left).min(self.held.len() as u64);
+                    *left -= take;
+                    out.extend(self.held.drain(..take as usize));
+                    if *left == 0 {
+                        self.state = self.after_message();
+                    }
+                }
+                TunnelState::Chunked(sc) => match sc.feed(&self.held) {
+                    ChunkProgress::More => out.append(&mut self.held),
+                    ChunkProgress::Done(n) => {
+                        out.extend(self.held.drain(..n));
+                        self.state = self.after_message();
+                    }
+                    ChunkProgress::Invalid => return Err(HeadError::Framing("invalid chunked request body")),
+                },
+                TunnelState::Head => {
+                    let Some(head) = parse_head(&self.held)? else {
+                        if self.held.len() > self.max_head {
+                            return Err(HeadError::TooLarge(self.max_head));
+                        }
+                        break;
+                    };
+                    if head.len > self.max_head {
+                        return Err(HeadError::TooLarge(self.max_head));
+                    }
+                    let body = self.check(&head)?;
+                    out.extend(self.held.drain(..head.len));
+                    self.requests += 1;
+                    self.state = match body {
+                        Body::None | Body::Length(0) => self.after_message(),
+                        Body::Length(n) => TunnelState::Length(n),
+                        Body::Chunked => TunnelState::Chunked(ChunkedScanner::default()),
+                    };
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The checks of one request head in the tunnel; its body framing if it passes.
+    fn check(&mut self, head: &RequestHead) -> Result<Body, HeadError> {
+        if head.method.eq_ignore_ascii_case("CONNECT") {
+            return Err(HeadError::Unsupported("CONNECT inside a tunnel (it would open a tunnel of its own)"));
+        }
+        if !(head.target.starts_with('/') || head.target == "*") {
+            let (named, _) = parse_absolute_form_with_port(&head.target, self.target.port)?;
+            if named != self.target {
+                return Err(HeadError::TargetMismatch { named: head.target.clone(), tunnel: self.target.to_string() });
+            }
+        }
+        if head.values("host").next().is_none() {
+            return Err(HeadError::MissingHost);
+        }
+        head.check_host(&self.target, self.target.port)?;
+        head.check_connection()?;
+        let body = head.body()?;
+        let mut upgrade = head.values("upgrade").peekable();
+        if upgrade.peek().is_some() {
+            if self.requests > 0 {
+                return Err(HeadError::Unsupported(
+                    "a protocol upgrade on a tunnel's second or later request (only the first may switch protocols)",
+                ));
+            }
+            let websocket = upgrade
+                .flat_map(|v| v.split(|b| *b == b','))
+                .map(<[u8]>::trim_ascii)
+                .filter(|p| !p.is_empty())
+                .all(|p| p.split(|b| *b == b'/').next().is_some_and(|n| n.eq_ignore_ascii_case(b"websocket")));
+            if !websocket {
+                return Err(HeadError::Unsupported(
+                    "a protocol upgrade to anything but websocket inside a tunnel (h2c and the like carry requests for any host)",
+                ));
+            }
+            self.upgrade = Upgrade::Asked;
+        }
+        Ok(body)
+    }
+}
+
 /// A fixed proxy response with a reason header and a one-line body.
 pub fn response(status: u16, text: &str, reason: &str, detail: &str) -> Vec<u8> {
     let body = format!("axp-egress-proxy: {reason}: {detail}\n");
@@ -647,6 +967,134 @@ mod tests {
         assert!(matches!(h.body(), Err(HeadError::Framing(_))));
         let h = head("POST http://a.test/ HTTP/1.1\r\nContent-Length: 3\r\n\r\n");
         assert_eq!(h.body(), Ok(Body::Length(3)));
+    }
+
+    #[test]
+    fn a_connection_header_never_removes_framing_or_host() {
+        // Requests that list them are refused, in any case and position of the token.
+        for listed in ["content-length", "Transfer-Encoding", "close, HOST ", "keep-alive,content-length"] {
+            let h = head(&format!(
+                "POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nConnection: {listed}\r\nContent-Length: 3\r\n\r\n"
+            ));
+            let e = forward_request(&h).unwrap_err();
+            assert!(matches!(e, HeadError::ConnectionNamesEndToEnd(_)), "{listed}: {e:?}");
+        }
+        // A response that lists them keeps them for the client: it is relayed by that framing.
+        let r = response(
+            "HTTP/1.1 200 OK\r\nConnection: keep-alive, transfer-encoding\r\nTransfer-Encoding: chunked\r\n\r\n",
+            false,
+        )
+        .unwrap();
+        assert_eq!(r.body, ResponseBody::Chunked);
+        assert_eq!(
+            String::from_utf8(r.client_head).unwrap(),
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        );
+        let r = response("HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 2\r\n\r\n", false).unwrap();
+        assert_eq!(
+            String::from_utf8(r.client_head).unwrap(),
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn tunnel_openings_that_an_origin_reads_as_requests_are_requests() {
+        let o = |b: &str| opening(b.as_bytes(), 1000);
+        for req in [
+            "GET / HTTP/1.1\r\n",
+            "get ",
+            "\r\n\r\nPOST ",
+            "PURGE / HTTP/1.1\r\n",
+            "M-SEARCH * http/1.1\r\n",
+            "FOO\t/ HTTP/1.0\n",
+        ] {
+            assert_eq!(o(req), Opening::Request, "{req:?}");
+        }
+        for more in ["", "\r\n", "G", "PURGE", "PURGE / HTTP/1.1"] {
+            assert_eq!(o(more), Opening::NeedMore, "{more:?}");
+        }
+        for other in ["SSH-2.0-OpenSSH_9.2\r\n", "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n", "\0\0\0\x08", "PING\r\n", " GET"]
+        {
+            assert_eq!(o(other), Opening::Other, "{other:?}");
+        }
+        assert_eq!(opening(&[b'A'; 1001], 1000), Opening::Request, "undecided past the limit: checked, then refused");
+    }
+
+    fn tunnel() -> TunnelRequests {
+        TunnelRequests::new(parse_authority("allowed.test:8080", None).unwrap(), 4096)
+    }
+
+    #[test]
+    fn every_request_in_a_tunnel_is_checked_and_bodies_pass_by_their_framing() {
+        let mut t = tunnel();
+        let a = "GET / HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n";
+        // A body that looks like a request is a body.
+        let smuggled = "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n";
+        let b =
+            format!("POST /p HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: {}\r\n\r\n{smuggled}", smuggled.len());
+        let c = "PUT http://allowed.test:8080/c HTTP/1.1\r\nHost: allowed.test:8080\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+        let all = format!("{a}{b}{c}");
+        // Byte by byte: nothing of a head is released before it is whole and checked.
+        let mut out = Vec::new();
+        for (i, byte) in all.bytes().enumerate() {
+            let got = t.client(&[byte]).unwrap();
+            if i + 1 < a.len() {
+                assert!(got.is_empty());
+            }
+            out.extend(got);
+        }
+        assert_eq!(out, all.as_bytes());
+        assert!(!t.mid_head() && !t.watching());
+        // Then a request that names another host, however it names it.
+        for bad in [
+            "GET / HTTP/1.1\r\nHost: evil.test:8080\r\n\r\n",
+            "GET http://evil.test:8080/ HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n",
+            "GET http://allowed.test:9/ HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n",
+            "GET / HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: allowed.test:8080\r\nHost: allowed.test:8080\r\n\r\n",
+            "CONNECT allowed.test:8080 HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n",
+            "GET allowed.test:8080 HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n",
+            "GET https://allowed.test:8080/ HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: allowed.test:8080\r\nConnection: content-length\r\nContent-Length: 1\r\n\r\nx",
+            "POST / HTTP/1.1\r\nHost: allowed.test:8080\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: allowed.test:8080\r\nUpgrade: websocket\r\n\r\n",
+        ] {
+            let mut t = tunnel();
+            t.client(a.as_bytes()).unwrap();
+            assert!(t.client(bad.as_bytes()).is_err(), "{bad}");
+            // And as the first request (an upgrade to websocket is allowed there).
+            if !bad.contains("Upgrade") {
+                assert!(tunnel().client(bad.as_bytes()).is_err(), "{bad}");
+            }
+        }
+        let mut t = tunnel();
+        assert!(matches!(t.client(&[b'X'; 5000]), Err(HeadError::TooLarge(4096))));
+    }
+
+    #[test]
+    fn a_websocket_upgrade_holds_the_client_until_the_origin_answers() {
+        let up = "GET /ws HTTP/1.1\r\nHost: allowed.test:8080\r\nUpgrade: websocket\r\n\r\n";
+        let after = "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n";
+        // Switched: the held bytes are the new protocol's and pass.
+        let mut t = tunnel();
+        assert_eq!(t.client(format!("{up}{after}").as_bytes()).unwrap(), up.as_bytes());
+        assert!(t.watching() && t.holding());
+        assert_eq!(t.upstream(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 101 Switching"), Ok(false));
+        assert_eq!(t.upstream(b" Protocols\r\nUpgrade: websocket\r\n\r\n\x81\x00"), Ok(true));
+        assert_eq!(t.client(b"").unwrap(), after.as_bytes());
+        assert_eq!(t.client(b"\x81\x05hello").unwrap(), b"\x81\x05hello");
+        // Declined: they are requests, checked as any.
+        let mut t = tunnel();
+        t.client(format!("{up}{after}").as_bytes()).unwrap();
+        assert_eq!(t.upstream(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), Ok(true));
+        assert!(matches!(t.client(b""), Err(HeadError::HostMismatch { .. })));
+        // Only to websocket.
+        let h2c = "GET / HTTP/1.1\r\nHost: allowed.test:8080\r\nUpgrade: h2c, websocket\r\n\r\n";
+        assert!(matches!(tunnel().client(h2c.as_bytes()), Err(HeadError::Unsupported(_))));
+        // An answer that is not HTTP closes the tunnel.
+        let mut t = tunnel();
+        t.client(up.as_bytes()).unwrap();
+        assert!(t.upstream(b"SSH-2.0-x\r\n\r\n").is_err());
     }
 
     #[test]

@@ -27,7 +27,7 @@ use tokio::task::JoinSet;
 
 use crate::audit::{AuditLog, AuditRecord};
 use crate::host::{Host, Target, parse_authority, parse_host};
-use crate::http::{self, Body, ChunkProgress, ChunkedScanner, HeadError};
+use crate::http::{self, Body, ChunkProgress, ChunkedScanner, HeadError, MAX_RESPONSE_HEAD, Opening, TunnelRequests};
 use crate::policy::Policy;
 use crate::socks::{self, SocksError};
 use crate::splice::{self, PIPE_SIZE, Pipe, SpliceTarget};
@@ -212,8 +212,6 @@ struct Kept {
 const POOL_MAX: usize = 32;
 /// Longest an upstream connection is kept idle (less if the instance's idle timeout is less).
 const POOL_IDLE: Duration = Duration::from_secs(30);
-/// Largest response head accepted from an upstream.
-const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 /// A download goes through a pipe with `splice(2)` (`splice.rs`) once this much has come down
 /// the connection by copying: small exchanges, most of them, never pay for the pipe's
 /// descriptors.
@@ -509,11 +507,16 @@ fn socks_code(code: &str) -> u8 {
 fn head_refusal(e: &HeadError) -> Refuse {
     use crate::host::HostError;
     let code = match e {
-        HeadError::HostMismatch { .. } | HeadError::DuplicateHost => "host_mismatch",
-        HeadError::Host(HostError::NotAbsolute) | HeadError::Host(HostError::BadScheme(_)) => "unsupported",
+        HeadError::HostMismatch { .. }
+        | HeadError::DuplicateHost
+        | HeadError::MissingHost
+        | HeadError::TargetMismatch { .. } => "host_mismatch",
+        HeadError::Host(HostError::NotAbsolute)
+        | HeadError::Host(HostError::BadScheme(_))
+        | HeadError::Unsupported(_) => "unsupported",
         HeadError::Host(_) => "invalid_host",
-        HeadError::TooManyHeaders => "header_too_large",
-        HeadError::Syntax(_) | HeadError::Framing(_) => "malformed",
+        HeadError::TooManyHeaders | HeadError::TooLarge(_) => "header_too_large",
+        HeadError::Syntax(_) | HeadError::Framing(_) | HeadError::ConnectionNamesEndToEnd(_) => "malformed",
     };
     refuse(code, e.to_string())
 }
@@ -522,8 +525,18 @@ fn head_refusal(e: &HeadError) -> Refuse {
 enum Inspect {
     /// Still collecting bytes.
     Pending(Vec<u8>),
-    /// Checked; bytes flow.
+    /// Checked (TLS, or not HTTP); bytes flow.
     Done,
+    /// Plain HTTP: every request is checked as it comes.
+    Http(TunnelRequests),
+}
+
+/// What a tunnel's first bytes turned out to be.
+enum Inner {
+    /// Passes as it is (`tls` or `opaque`).
+    Pass(&'static str),
+    /// Plain HTTP: a request stream to check request by request.
+    Http,
 }
 
 /// How client → upstream bytes are limited in the pump.
@@ -536,6 +549,19 @@ enum UpFilter {
     Chunked(ChunkedScanner),
     /// Plain HTTP after the body: client bytes are dropped.
     Closed,
+}
+
+impl UpFilter {
+    /// Whether the upstream's bytes must be shown to the tunnel's request checks (an upgrade's
+    /// answer is awaited), so they may not bypass the proxy through the pipe.
+    fn watching(&self) -> bool {
+        matches!(self, UpFilter::Tunnel(Inspect::Http(r)) if r.watching())
+    }
+
+    /// Whether client bytes are held back until an upgrade's answer.
+    fn holding(&self) -> bool {
+        matches!(self, UpFilter::Tunnel(Inspect::Http(r)) if r.holding())
+    }
 }
 
 /// Where upstream → client bytes are in the response.
@@ -1096,8 +1122,9 @@ impl Shared {
         self.budget.charge(n)
     }
 
-    /// Checks the first bytes of a tunnel. `Ok(None)`: need more bytes. `Ok(Some(kind))`: pass.
-    fn inspect(&self, target: &Target, b: &[u8]) -> Result<Option<&'static str>, Refuse> {
+    /// Checks the first bytes of a tunnel. `Ok(None)`: need more bytes. `Ok(Some(inner))`: what
+    /// they are (TLS with a matching SNI, or not HTTP: pass; plain HTTP: check every request).
+    fn inspect(&self, target: &Target, b: &[u8]) -> Result<Option<Inner>, Refuse> {
         if b.is_empty() {
             return Ok(None);
         }
@@ -1107,7 +1134,7 @@ impl Shared {
                     Err(refuse("tls_malformed", "ClientHello too large"))
                 }
                 HelloParse::NeedMore => Ok(None),
-                HelloParse::NotTls => Ok(Some("opaque")),
+                HelloParse::NotTls => Ok(Some(Inner::Pass("opaque"))),
                 HelloParse::Malformed(m) => Err(refuse("tls_malformed", m)),
                 HelloParse::Hello(h) => {
                     if h.ech {
@@ -1118,7 +1145,7 @@ impl Shared {
                     }
                     match (&target.host, h.sni.as_deref()) {
                         (Host::Name(n), Some(sni)) => match parse_host(sni) {
-                            Ok(Host::Name(s)) if &s == n => Ok(Some("tls")),
+                            Ok(Host::Name(s)) if &s == n => Ok(Some(Inner::Pass("tls"))),
                             _ => Err(refuse(
                                 "sni_mismatch",
                                 format!("TLS SNI `{}` differs from the tunnel host `{n}`", sni.escape_default()),
@@ -1128,7 +1155,7 @@ impl Shared {
                             "sni_missing",
                             format!("the ClientHello names no server, but the tunnel is to `{n}`"),
                         )),
-                        (Host::Ip(_), None) => Ok(Some("tls")),
+                        (Host::Ip(_), None) => Ok(Some(Inner::Pass("tls"))),
                         (Host::Ip(ip), Some(sni)) => Err(refuse(
                             "sni_mismatch",
                             format!("TLS SNI `{}` sent through a tunnel to the address {ip}", sni.escape_default()),
@@ -1137,39 +1164,14 @@ impl Shared {
                 }
             };
         }
-        // Bytes that start like an HTTP request must be one, with a matching Host: a request
-        // that only a lenient origin would parse must not slip through as "opaque".
-        const METHODS: &[&[u8]] = &[
-            b"GET ",
-            b"HEAD ",
-            b"POST ",
-            b"PUT ",
-            b"DELETE ",
-            b"OPTIONS ",
-            b"PATCH ",
-            b"TRACE ",
-            b"CONNECT ",
-            b"PRI ",
-        ];
-        let starts_method = METHODS.iter().any(|m| b.len() >= m.len() && b[..m.len()].eq_ignore_ascii_case(m));
-        let could_be_method = METHODS.iter().any(|m| b.len() < m.len() && m[..b.len()].eq_ignore_ascii_case(b));
-        if could_be_method && !starts_method {
-            return Ok(None);
-        }
-        if starts_method {
-            return match http::parse_head(b) {
-                Ok(None) if b.len() > self.cfg.max_header_bytes => {
-                    Err(refuse("header_too_large", "the request head inside the tunnel is too large"))
-                }
-                Ok(None) => Ok(None),
-                Ok(Some(h)) => match h.check_host(target, target.port) {
-                    Ok(()) => Ok(Some("http")),
-                    Err(e) => Err(head_refusal(&e)),
-                },
-                Err(e) => Err(head_refusal(&e)),
-            };
-        }
-        Ok(Some("opaque"))
+        // Bytes that an origin could read as an HTTP request are checked as one, request by
+        // request (`TunnelRequests`): a request that only a lenient origin would parse must not
+        // slip through as "opaque".
+        Ok(match http::opening(b, self.cfg.max_header_bytes) {
+            Opening::NeedMore => None,
+            Opening::Request => Some(Inner::Http),
+            Opening::Other => Some(Inner::Pass("opaque")),
+        })
     }
 
     /// Writes all of `data` to `to`, or gives up with the connection's end reason: `"error"`, or
@@ -1219,6 +1221,19 @@ impl Shared {
         Ok(())
     }
 
+    /// Writes `data` to the upstream, charged to the budget: `Err` with the end reason when the
+    /// write fails or the budget runs out (after what it still granted was written).
+    async fn to_upstream(&self, up: &mut TcpStream, data: &[u8], rec: &mut AuditRecord) -> Result<(), &'static str> {
+        let n = self.charge(data.len() as u64);
+        rec.bytes_up += n;
+        self.audit.metrics.bytes_up.fetch_add(n, Ordering::Relaxed);
+        self.write_within_idle(up, &data[..n as usize]).await?;
+        if n < data.len() as u64 {
+            return Err("byte_limit");
+        }
+        Ok(())
+    }
+
     /// Moves bytes both ways until both sides are done, the idle timeout fires, the budget is
     /// spent, or the tunnel's first bytes fail their check. For plain HTTP (`down` is not
     /// [`Down::Raw`]) it ends when the response does, and hands the upstream connection back
@@ -1248,24 +1263,51 @@ impl Shared {
         let mut up_write_open = true;
         let mut client_shut = false;
         let mut pending = Some(initial);
+        // Client bytes held back by a tunnel's request checks and released by the upstream's
+        // answer to an upgrade request (see `TunnelRequests`).
+        let mut released: Vec<u8> = Vec::new();
         // The pipe for large downloads to a TCP client, made when first needed; `can_splice`
         // goes false for good if this kernel or policy refuses it.
         let mut pipe: Option<Pipe> = None;
         let mut can_splice = S::SPLICES_WELL;
         let metrics = &self.audit.metrics;
         let end: &'static str = loop {
-            // Client → upstream, through the filter.
+            // Client → upstream: bytes an upgrade's answer released, then new ones, through the
+            // filter.
+            if !released.is_empty() && up_write_open {
+                let data = std::mem::take(&mut released);
+                if let Err(end) = self.to_upstream(&mut up, &data, rec).await {
+                    break end;
+                }
+                if !client_open && !filter.holding() {
+                    // The client closed while its last bytes were held; they are sent now.
+                    let _ = up.shutdown().await;
+                    up_write_open = false;
+                }
+            }
             if let Some(data) = pending.take() {
                 let mut out: Vec<u8> = Vec::new();
                 let mut finished_body = false;
                 match &mut filter {
                     UpFilter::Tunnel(Inspect::Pending(acc)) => {
                         acc.extend_from_slice(&data);
-                        if let Some(kind) = self.inspect(target, acc)? {
-                            rec.inner = Some(kind);
-                            out = std::mem::take(acc);
-                            filter = UpFilter::Tunnel(Inspect::Done);
+                        match self.inspect(target, acc)? {
+                            None => {}
+                            Some(Inner::Pass(kind)) => {
+                                rec.inner = Some(kind);
+                                out = std::mem::take(acc);
+                                filter = UpFilter::Tunnel(Inspect::Done);
+                            }
+                            Some(Inner::Http) => {
+                                rec.inner = Some("http");
+                                let mut requests = TunnelRequests::new(target.clone(), self.cfg.max_header_bytes);
+                                out = requests.client(acc).map_err(|e| head_refusal(&e))?;
+                                filter = UpFilter::Tunnel(Inspect::Http(requests));
+                            }
                         }
+                    }
+                    UpFilter::Tunnel(Inspect::Http(requests)) => {
+                        out = requests.client(&data).map_err(|e| head_refusal(&e))?;
                     }
                     UpFilter::Tunnel(Inspect::Done) => out = data,
                     UpFilter::Length(left) => {
@@ -1289,17 +1331,11 @@ impl Shared {
                 if finished_body {
                     filter = UpFilter::Closed;
                 }
-                if !out.is_empty() && up_write_open {
-                    let n = self.charge(out.len() as u64);
-                    rec.bytes_up += n;
-                    metrics.bytes_up.fetch_add(n, Ordering::Relaxed);
-                    match self.write_within_idle(&mut up, &out[..n as usize]).await {
-                        Ok(()) => {}
-                        Err(end) => break end,
-                    }
-                    if n < out.len() as u64 {
-                        break "byte_limit";
-                    }
+                if !out.is_empty()
+                    && up_write_open
+                    && let Err(end) = self.to_upstream(&mut up, &out, rec).await
+                {
+                    break end;
                 }
             }
             if matches!(down, Down::Done) {
@@ -1312,7 +1348,7 @@ impl Shared {
                 break "closed";
             }
             // Large downloads go through the pipe once there is nothing left to inspect.
-            let mut splicing = can_splice && rec.bytes_down >= SPLICE_AFTER && down.opaque();
+            let mut splicing = can_splice && rec.bytes_down >= SPLICE_AFTER && down.opaque() && !filter.watching();
             if splicing && pipe.is_none() {
                 match Pipe::new() {
                     Ok(p) => pipe = Some(p),
@@ -1341,13 +1377,29 @@ impl Shared {
                 Event::Client(Ok(0) | Err(_)) => {
                     client_open = false;
                     if !plain_http && up_write_open {
-                        if let UpFilter::Tunnel(Inspect::Pending(acc)) = &filter
-                            && !acc.is_empty()
-                        {
-                            return Err(refuse("malformed", "the client closed mid-handshake"));
+                        match &mut filter {
+                            UpFilter::Tunnel(Inspect::Pending(acc)) if acc.first() == Some(&22) => {
+                                return Err(refuse("malformed", "the client closed mid-handshake"));
+                            }
+                            // Bytes still undecided when the client ends are not an HTTP request
+                            // (no request line of one is complete, and none can follow), so they
+                            // go as they are, and the upstream's write side is shut after them.
+                            UpFilter::Tunnel(Inspect::Pending(acc)) if !acc.is_empty() => {
+                                released = std::mem::take(acc);
+                                rec.inner = Some("opaque");
+                                filter = UpFilter::Tunnel(Inspect::Done);
+                            }
+                            UpFilter::Tunnel(Inspect::Http(requests)) if requests.mid_head() => {
+                                return Err(refuse("malformed", "the client closed in the middle of a request head"));
+                            }
+                            // Bytes held for an upgrade's answer go when it comes, and the
+                            // upstream's write side is shut after them.
+                            f if f.holding() => {}
+                            _ => {
+                                let _ = up.shutdown().await;
+                                up_write_open = false;
+                            }
                         }
-                        let _ = up.shutdown().await;
-                        up_write_open = false;
                     }
                 }
                 Event::Client(Ok(n)) => {
@@ -1386,6 +1438,19 @@ impl Shared {
                     };
                     if let Err(end) = sent {
                         break end;
+                    }
+                    // A tunnel's upgrade request: the origin's answer (relayed above as it is)
+                    // decides whether the client's next bytes are requests (checked) or the new
+                    // protocol (passed).
+                    if let UpFilter::Tunnel(Inspect::Http(requests)) = &mut filter
+                        && requests.watching()
+                    {
+                        let answered = requests.upstream(&ubuf[..n]).map_err(|e| {
+                            refuse("upstream_malformed", format!("the upstream's answer to an upgrade request: {e}"))
+                        })?;
+                        if answered {
+                            released = requests.client(&[]).map_err(|e| head_refusal(&e))?;
+                        }
                     }
                     if n == ubuf.len() && n < MAX {
                         ubuf.resize(n * 2, 0);

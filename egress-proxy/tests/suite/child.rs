@@ -152,6 +152,9 @@ async fn a_child_serves_acknowledged_listeners_reports_each_attempt_and_cleans_u
 
     p.send(&listen(&dir, "a", &["allowed.test"])).await;
     assert_eq!(p.event().await, Event::Listening { key: "a".into() });
+    // Its attempt log is its owner's alone: created 0600 (the confined child may not chmod).
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.join("a.jsonl")).unwrap().permissions());
+    assert_eq!(mode & 0o7777, 0o600);
     // Refused listeners say why and leave the child serving.
     let mut outside = listen(&dir, "b", &["allowed.test"]);
     if let Control::Listen(l) = &mut outside {

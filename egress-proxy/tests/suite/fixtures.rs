@@ -229,7 +229,9 @@ async fn serve_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut
 /// Its answers name the upstream, the path, and the connection's number and request count
 /// (`conn=C req=R`), so a test sees which connection carried what. Paths that misbehave:
 /// `/split` sends a second, forged response right after the first one's body (response
-/// splitting); `/chunked` answers `hello` in two chunks; `/then-close` answers and then closes
+/// splitting); `/chunked` answers `hello` in two chunks; `/conn-te` and `/conn-cl` answer the
+/// same way chunked and by length, with a `Connection` header that names that framing (a
+/// recipient that removed the named field would read the body otherwise); `/then-close` answers and then closes
 /// without saying so first (an origin's keep-alive timeout); `/then-drop-next` answers, and
 /// closes at the next request on the connection without answering it (the race an origin's
 /// timeout makes with a request already on the way); `/until-close` has no length, so only its
@@ -286,6 +288,16 @@ async fn serve_persistent(mut s: TcpStream, name: &str, conn: usize, seen: &Seen
                     b.len()
                 )
             }
+            "/conn-te" => {
+                let (a, b) = body.split_at(5);
+                format!(
+                    "HTTP/1.1 200 OK\r\nConnection: transfer-encoding\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+                    b.len()
+                )
+            }
+            "/conn-cl" => {
+                format!("HTTP/1.1 200 OK\r\nConnection: content-length\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+            }
             "/until-close" => format!("HTTP/1.1 200 OK\r\n\r\n{body}"),
             _ => format!(
                 "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{}\r\n{}",
@@ -311,6 +323,123 @@ async fn serve_persistent(mut s: TcpStream, name: &str, conn: usize, seen: &Seen
         drop_next = path == "/then-drop-next";
         if close || path == "/then-close" || path == "/until-close" {
             let _ = s.shutdown().await;
+            return;
+        }
+    }
+}
+
+/// One request as [`LenientOrigin`] routed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routed {
+    /// The virtual host it went to (RFC 9112 §3.2.2: the absolute-form target's authority if
+    /// there is one, else the `Host` header, else `(default)`).
+    pub vhost: String,
+    /// The request line.
+    pub line: String,
+}
+
+/// An origin as lenient as some real servers are, for the smuggling tests. On each connection it
+/// reads requests one after another until the client closes: it processes every request it has
+/// read, ignoring `Connection: close` (as servers that answer pipelined requests eagerly do);
+/// it skips empty lines before a request line and accepts any method; it frames a body by
+/// `Content-Length` and reads a request without one as bodiless (it does not implement chunked
+/// bodies); and it routes each request to a virtual host as RFC 9112 §3.2.2 says (see
+/// [`Routed::vhost`]), answering with a line naming it. `/ws` with `Upgrade: websocket` is
+/// switched (101) and then echoes every byte; an upgrade anywhere else is declined (the request
+/// is answered as usual). Every byte it received is kept in `received`.
+pub struct LenientOrigin {
+    pub addr: SocketAddr,
+    pub routed: Arc<Mutex<Vec<Routed>>>,
+    pub received: Arc<Mutex<Vec<u8>>>,
+}
+
+impl LenientOrigin {
+    pub async fn start() -> LenientOrigin {
+        let l = TcpListener::bind((UP_IP, 0)).await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let routed = Arc::new(Mutex::new(Vec::new()));
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let (r2, b2) = (routed.clone(), received.clone());
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                let (r3, b3) = (r2.clone(), b2.clone());
+                tokio::spawn(async move { serve_lenient(s, &r3, &b3).await });
+            }
+        });
+        LenientOrigin { addr, routed, received }
+    }
+
+    /// The virtual hosts requests were routed to, in order.
+    pub fn vhosts(&self) -> Vec<String> {
+        self.routed.lock().unwrap().iter().map(|r| r.vhost.clone()).collect()
+    }
+}
+
+async fn serve_lenient(mut s: TcpStream, routed: &Mutex<Vec<Routed>>, received: &Mutex<Vec<u8>>) {
+    let mut buf = Vec::new();
+    // Reads more into `buf` (and `received`); `false` at the end of the connection.
+    async fn read(s: &mut TcpStream, buf: &mut Vec<u8>, received: &Mutex<Vec<u8>>) -> bool {
+        let mut tmp = [0u8; 16384];
+        match s.read(&mut tmp).await {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                received.lock().unwrap().extend_from_slice(&tmp[..n]);
+                buf.extend_from_slice(&tmp[..n]);
+                true
+            }
+        }
+    }
+    loop {
+        while buf.first().is_some_and(|b| *b == b'\r' || *b == b'\n') {
+            buf.remove(0);
+        }
+        let Some(head_end) = find_head_end(&buf) else {
+            if !read(&mut s, &mut buf, received).await {
+                return;
+            }
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+        let mut lines = head.split("\r\n");
+        let line = lines.next().unwrap_or("").to_string();
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        let header = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let mut words = line.split_ascii_whitespace();
+        let (_method, target) = (words.next().unwrap_or(""), words.next().unwrap_or("/").to_string());
+        let vhost = match target.split_once("://") {
+            Some((_, rest)) => rest.split(['/', '?']).next().unwrap_or("").to_string(),
+            None => header("host").unwrap_or_else(|| "(default)".to_string()),
+        };
+        let cl: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+        while buf.len() < head_end + cl {
+            if !read(&mut s, &mut buf, received).await {
+                return;
+            }
+        }
+        buf.drain(..head_end + cl);
+        routed.lock().unwrap().push(Routed { vhost: vhost.clone(), line: line.clone() });
+        let switch = target == "/ws" && header("upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+        if switch {
+            let _ = s
+                .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+                .await;
+            // The new protocol: an echo of every byte, those already read included.
+            if s.write_all(&buf).await.is_err() {
+                return;
+            }
+            loop {
+                buf.clear();
+                if !read(&mut s, &mut buf, received).await || s.write_all(&buf).await.is_err() {
+                    return;
+                }
+            }
+        }
+        let body = format!("vhost={vhost} {line}\n");
+        let out = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        if s.write_all(out.as_bytes()).await.is_err() {
             return;
         }
     }

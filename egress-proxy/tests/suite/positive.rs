@@ -1,8 +1,10 @@
 //! Granted traffic works: plain HTTP, HTTPS through CONNECT, SOCKS5 with proxy-side resolution,
-//! python's urllib, the binary over TCP and a UNIX socket with metrics, and a chunked upload.
+//! python's urllib, the binary over TCP and a UNIX socket with metrics (and its audit log private
+//! to its owner), and a chunked upload.
 //! Each positive path needs the loopback waiver (the upstreams live on 127.0.0.x); the last
 //! test shows the same target is refused without it.
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -122,6 +124,10 @@ async fn the_binary_serves_tcp_and_unix_sockets_and_metrics() {
     let audit = dir.path().join("audit.jsonl");
     let grants = dir.path().join("grants.txt");
     std::fs::write(&grants, "# session grants\nallowed.test\n!evil.test  # explicit deny\n").unwrap();
+    // An audit log left readable by everyone (as the proxy once created them): it names every
+    // URL a session asks for, so the proxy makes it its owner's alone before writing to it.
+    std::fs::write(&audit, "").unwrap();
+    std::fs::set_permissions(&audit, std::fs::Permissions::from_mode(0o644)).unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_axp-egress-proxy"))
         .args(["--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"])
         .args(["--allow-file", grants.to_str().unwrap()])
@@ -140,6 +146,7 @@ async fn the_binary_serves_tcp_and_unix_sockets_and_metrics() {
         line.push(b[0]);
     }
     let ready: serde_json::Value = serde_json::from_slice(&line).unwrap();
+    assert_eq!(std::fs::metadata(&audit).unwrap().permissions().mode() & 0o7777, 0o600);
     let addr = ready["listening"][0].as_str().unwrap().to_string();
     let metrics = ready["metrics"].as_str().unwrap().to_string();
     let url = format!("http://allowed.test:{}/tcp", up.addr.port());
