@@ -655,14 +655,21 @@ impl Jobs {
 
     /// Sends a signal to a command job's process group; for a PTY job, to the terminal's
     /// foreground process group (what ^C at a real terminal reaches).
+    ///
+    /// A PTY job's signal goes to the gateway's own child, the sandbox's exec process, whose
+    /// init forwards it to the terminal's foreground group *inside* the job's pid namespace. The
+    /// gateway never signals a group the sandbox chose: a group id read from the host side of
+    /// the terminal names whatever host process reuses that number once the group is gone.
     pub fn signal(&self, job_id: &str, signal: &str) -> Result<(), RpcError> {
         let sig = parse_signal(signal)?;
-        let terminal = lock(&self.live).get(job_id).and_then(|l| lock(&l.terminal).clone());
-        if let Some(pgrp) = terminal.and_then(|t| t.foreground_group()) {
-            let pgid = nix::unistd::Pid::from_raw(-pgrp);
-            return nix::sys::signal::kill(pgid, sig).map_err(|e| internal("signalling a job", e));
+        let (terminal, pid) = match lock(&self.live).get(job_id) {
+            Some(l) => (lock(&l.terminal).is_some(), *lock(&l.pid)),
+            None => (false, None),
+        };
+        if terminal && let Some(pid) = pid {
+            let child = nix::unistd::Pid::from_raw(pid as i32);
+            return nix::sys::signal::kill(child, sig).map_err(|e| internal("signalling a job", e));
         }
-        let pid = lock(&self.live).get(job_id).and_then(|l| *lock(&l.pid));
         let Some(pid) = pid else {
             return Err(RpcError::invalid_params(
                 "the job has no running process to signal (not a command job, or it ended)",

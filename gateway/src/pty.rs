@@ -73,11 +73,6 @@ impl Terminal {
         Ok(rustix::termios::tcsetwinsize(self.master.get_ref(), winsize(rows, cols))?)
     }
 
-    /// The terminal's foreground process group, as a pid in the gateway's namespace.
-    pub fn foreground_group(&self) -> Option<i32> {
-        rustix::termios::tcgetpgrp(self.master.get_ref()).ok().map(|p| p.as_raw_nonzero().get())
-    }
-
     async fn write_all(&self, mut data: &[u8]) -> std::io::Result<()> {
         while !data.is_empty() {
             let mut guard = self.master.writable().await?;

@@ -354,3 +354,78 @@ fn rss_kib(pid: u32) -> u64 {
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
+
+/// `job.signal` on a PTY job signalled the terminal's foreground group as read from the host
+/// side (`tcgetpgrp` on the master), a group the sandbox chooses. The sandbox makes a group the
+/// foreground and lets it die; a host process then gets that number (forced here through
+/// `ns_last_pid`, which needs root); the signal must not reach it. The gateway now signals only
+/// its own child, and the sandbox's init picks the group inside the job's pid namespace.
+#[tokio::test]
+async fn a_pty_jobs_signal_never_reaches_a_host_process_that_reuses_its_dead_group_id() {
+    if !std::fs::metadata("/proc/sys/kernel/ns_last_pid").is_ok_and(|m| !m.permissions().readonly())
+        || effective_uid() != 0
+    {
+        eprintln!("skipped: forcing a pid's reuse needs root (ns_last_pid); CI runs as root");
+        return;
+    }
+    let sc = scene_with("[session]\ncapabilities = [\"tool(*)\", \"proc.spawn\", \"fs.write(WS)\", \"pty.open\"]\n");
+    let mut agent = Rpc::open(&sc.gw.url, json!({})).await;
+    let marker = "2.718281";
+    let script = format!(
+        "import os, signal, time\nsignal.signal(signal.SIGTTOU, signal.SIG_IGN)\npid = os.fork()\nif pid == 0:\n    os.setpgid(0, 0)\n    os.execvp('sleep', ['sleep', '{marker}'])\nos.setpgid(pid, pid)\nos.tcsetpgrp(0, pid)\nos.waitpid(pid, 0)\nprint('fg-group-gone', flush=True)\ntime.sleep(60)\n"
+    );
+    let job =
+        agent.ok("job.start", json!({"command": ["python3", "-c", script], "pty": {"rows": 24, "cols": 80}})).await;
+    let job_id = job["job_id"].as_str().unwrap().to_string();
+    // The host pid of the sandbox's foreground group leader.
+    let wanted = format!("sleep\0{marker}\0");
+    let mut host_pid = None;
+    for _ in 0..100 {
+        host_pid = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            (std::fs::read(e.path().join("cmdline")).ok()? == wanted.as_bytes()).then_some(pid)
+        });
+        if host_pid.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let h = host_pid.expect("the sandboxed group leader never ran");
+    for _ in 0..200 {
+        if !Path::new(&format!("/proc/{h}")).exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A host process takes the dead group's number and leads a group of that number.
+    let mut victim = None;
+    for _ in 0..50 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (h - 1).to_string()).unwrap();
+        let mut c = std::os::unix::process::CommandExt::process_group(&mut std::process::Command::new("sleep"), 0)
+            .arg("30")
+            .spawn()
+            .unwrap();
+        if c.id() == h {
+            victim = Some(c);
+            break;
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let mut victim = victim.expect("could not make a host process reuse the dead group's pid");
+    agent.ok("job.signal", json!({"job_id": job_id, "signal": "SIGTERM"})).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let alive = victim.try_wait().unwrap().is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    agent.ok("job.cancel", json!({"job_id": job_id})).await;
+    assert!(alive, "job.signal killed host process {h}, which had reused the sandbox's dead group id");
+}
+
+fn effective_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(2)?.parse().ok()))
+        .unwrap_or(u32::MAX)
+}
