@@ -9,6 +9,13 @@
 //! loading happens only when the operator says `trusted = true`. A loaded library is never
 //! unloaded while its process lives (its code may have spawned threads or registered hooks).
 //!
+//! The helper is as untrusted as the library it loads, so the gateway reads its stdout with a
+//! bounded line reader: one reply line holds at most [`MAX_REPLY_BYTES`], and a helper that
+//! writes more without a newline fails that call with a limit error and is killed. A helper that
+//! breaks the exchange in any way (dies, times out, answers garbage or another request's id, or
+//! is abandoned mid-call because the call was cancelled) is never asked again: the next call
+//! starts a fresh one, so no late reply is ever read as the answer to a later request.
+//!
 //! `unsafe` is allowed in this file only, for the C boundary; each block says why it holds.
 #![allow(unsafe_code)]
 
@@ -26,7 +33,7 @@ use axp_providers::{
     ProviderId,
 };
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::broadcast;
 
 use crate::output::to_tool_output;
@@ -35,6 +42,15 @@ use crate::output::to_tool_output;
 pub const NATIVE_ABI_VERSION: u32 = 0x00_01_00;
 /// The hidden subcommand the gateway dispatches to [`plugin_host_main`].
 pub const PLUGIN_HOST_ARG: &str = "__plugin-host";
+/// The longest reply line the gateway reads from a helper, newline excluded: the same 16 MiB
+/// the gateway accepts as one answer from a remote MCP server
+/// ([`axp_providers::mcp::sse::MAX_EVENT_BYTES`]). A tool result with images can be large, but
+/// a helper must not make the gateway buffer without limit.
+/// The reply carries the plugin's result as an escaped JSON string, so the largest result is
+/// somewhat smaller.
+pub const MAX_REPLY_BYTES: usize = axp_providers::mcp::sse::MAX_EVENT_BYTES;
+/// How long a helper that ended its output is given to exit before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(1);
 
 const STATUS_OK: i32 = 0;
 const STATUS_TOOL_ERROR: i32 = 1;
@@ -332,8 +348,48 @@ pub struct DylibConfig {
 struct Helper {
     child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
-    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    stdout: BufReader<tokio::process::ChildStdout>,
     next_id: u64,
+}
+
+/// Why no reply line could be read from a helper.
+#[derive(Debug)]
+enum LineError {
+    /// The helper closed its stdout (it exited, or is about to) before ending the line.
+    Closed,
+    /// The line grew past the limit before its newline.
+    TooLong,
+    /// Reading the pipe failed.
+    Io(std::io::Error),
+}
+
+/// Reads one newline-terminated line into `line` (without the newline), holding at most `max`
+/// bytes of it: the bytes a peer sends are taken from the reader's buffer only up to the limit,
+/// so a line that never ends costs `max` bytes, not whatever the peer can write.
+async fn read_line_bounded<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> Result<(), LineError> {
+    line.clear();
+    loop {
+        let chunk = reader.fill_buf().await.map_err(LineError::Io)?;
+        if chunk.is_empty() {
+            return Err(LineError::Closed);
+        }
+        let (take, ends) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i, true),
+            None => (chunk.len(), false),
+        };
+        if line.len() + take > max {
+            return Err(LineError::TooLong);
+        }
+        line.extend_from_slice(&chunk[..take]);
+        reader.consume(take + usize::from(ends));
+        if ends {
+            return Ok(());
+        }
+    }
 }
 
 enum Backend {
@@ -427,7 +483,7 @@ impl DylibProvider {
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(self.unavailable("the plugin host has no stdio pipes".into()));
         };
-        Ok(Helper { child, stdin, stdout: BufReader::new(stdout).lines(), next_id: 1 })
+        Ok(Helper { child, stdin, stdout: BufReader::new(stdout), next_id: 1 })
     }
 
     async fn request(&self, method: &str, params: Value, what: &str) -> Result<NativeOutcome, ProviderError> {
@@ -453,50 +509,82 @@ impl DylibProvider {
             Backend::Helper { launcher, helper } => (launcher, helper),
         };
         let mut guard = slot.lock().await;
-        if guard.is_none() {
-            *guard = Some(self.spawn_helper(launcher.as_ref()).await?);
-        }
-        let Some(h) = guard.as_mut() else {
-            return Err(self.unavailable("the plugin host is not running".into()));
+        // The helper is out of its slot while it talks, and goes back only after a complete,
+        // well-formed exchange. If this future is dropped halfway (the call was cancelled), the
+        // helper is dropped with it and killed (`kill_on_drop`): a reply it writes later can
+        // never be read as the answer to the next request.
+        let mut h = match guard.take() {
+            Some(h) => h,
+            None => self.spawn_helper(launcher.as_ref()).await?,
         };
         let id = h.next_id;
         h.next_id += 1;
-        let line = format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let request = format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut line = Vec::new();
         let exchange = async {
-            h.stdin.write_all(line.as_bytes()).await?;
-            h.stdin.flush().await?;
-            h.stdout.next_line().await
+            h.stdin.write_all(request.as_bytes()).await.map_err(LineError::Io)?;
+            h.stdin.flush().await.map_err(LineError::Io)?;
+            read_line_bounded(&mut h.stdout, &mut line, MAX_REPLY_BYTES).await
         };
-        let reply = tokio::time::timeout(self.cfg.call_timeout, exchange).await;
-        let reply = match reply {
-            Ok(Ok(Some(line))) => line,
-            Ok(Ok(None)) | Ok(Err(_)) => {
-                // The helper died: find out how, drop it, and start afresh next time.
-                let mut dead = guard.take();
-                let status = match dead.as_mut() {
-                    Some(h) => h.child.wait().await.ok(),
-                    None => None,
-                };
-                let how = status.map_or_else(|| "for an unknown reason".to_string(), describe_exit);
+        match tokio::time::timeout(self.cfg.call_timeout, exchange).await {
+            Ok(Ok(())) => {}
+            Ok(Err(LineError::TooLong)) => {
+                let _ = h.child.kill().await;
                 let reason = format!(
-                    "the plugin host process of `{}` exited {how} during `{what}`; the gateway is unaffected and a new host starts on the next call",
+                    "the plugin host process of `{}` answered `{what}` with a line longer than {} MiB, \
+                     the most the gateway reads; it was stopped, and a new host starts on the next call",
+                    self.id,
+                    MAX_REPLY_BYTES >> 20
+                );
+                let _ = self.events.send(ProviderEvent::Unavailable { reason: reason.clone() });
+                return Err(ProviderError::Upstream(RpcError::new(RpcCode::LimitExceeded, reason)));
+            }
+            Ok(Err(e @ (LineError::Closed | LineError::Io(_)))) => {
+                // The helper died, or at least stopped talking: find out how, and start afresh
+                // next time. It may only have closed its stdout and still run, so its exit
+                // status is awaited briefly, then it is killed: the plugin's lock is never held
+                // on a helper that will not end.
+                if let LineError::Io(e) = e {
+                    tracing::debug!(plugin = %self.id, "talking to the plugin host failed: {e}");
+                }
+                let how = match tokio::time::timeout(EXIT_GRACE, h.child.wait()).await {
+                    Ok(Ok(status)) => format!("exited {}", describe_exit(status)),
+                    Ok(Err(_)) => "exited for an unknown reason".to_string(),
+                    Err(_) => {
+                        let _ = h.child.kill().await;
+                        "closed its output and was stopped".to_string()
+                    }
+                };
+                let reason = format!(
+                    "the plugin host process of `{}` {how} during `{what}`; the gateway is unaffected and a new host starts on the next call",
                     self.id
                 );
                 let _ = self.events.send(ProviderEvent::Unavailable { reason: reason.clone() });
                 return Err(self.unavailable(reason));
             }
             Err(_) => {
-                if let Some(mut h) = guard.take() {
-                    let _ = h.child.kill().await;
-                }
+                let _ = h.child.kill().await;
                 return Err(ProviderError::Timeout {
                     tool: what.to_string(),
                     secs: self.cfg.call_timeout.as_secs().max(1),
                 });
             }
+        }
+        let v: Value = match serde_json::from_slice(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = h.child.kill().await;
+                return Err(self.unavailable(format!("the plugin host answered garbage and was stopped: {e}")));
+            }
         };
-        let v: Value = serde_json::from_str(&reply)
-            .map_err(|e| self.unavailable(format!("the plugin host answered garbage: {e}")))?;
+        if v["id"].as_u64() != Some(id) {
+            let _ = h.child.kill().await;
+            return Err(self.unavailable(format!(
+                "the plugin host answered request {} while request {id} was asked, and was stopped",
+                v["id"]
+            )));
+        }
+        *guard = Some(h);
         if let Some(err) = v.get("error") {
             return Err(self.unavailable(format!("the plugin host refused `{method}`: {err}")));
         }
