@@ -8,9 +8,15 @@
 //!
 //! Every call gets a fresh instance from one pre-instantiated [`bindings::AxpProviderPre`], so
 //! concurrent calls never share state or wait on a lock; a semaphore bounds them to the pool size.
+//!
+//! The granted directories are opened once, when the plugin is loaded, without following a
+//! symbolic link in any component of their paths, and every instance is handed those open
+//! directories: nothing is looked up by path again, so whoever can change the workspace cannot
+//! widen a grant between calls by swapping a granted directory for a link elsewhere.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -22,6 +28,7 @@ use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, UpdateDeadline,
 };
+use wasmtime_wasi::filesystem::WasiFilesystemCtx;
 use wasmtime_wasi::{DirPerms, FilePerms, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::bindings::http::types::ErrorCode as HttpErrorCode;
 use wasmtime_wasi_http::body::HyperOutgoingBody;
@@ -98,6 +105,10 @@ pub enum WasmError {
     /// Instantiating or asking the plugin for its info and tools failed.
     #[error("the plugin failed while listing its tools: {0}")]
     Probe(String),
+    /// A granted directory cannot be opened as granted: it is missing, not a directory, or
+    /// reached through a symbolic link.
+    #[error("cannot open the granted directory {path} (the plugin's `{guest}`): {reason}")]
+    Preopen { path: PathBuf, guest: String, reason: String },
 }
 
 /// One wasmtime engine with its pooling allocator and epoch ticker, shared by every WASM
@@ -281,8 +292,9 @@ pub struct WasmGrants {
     /// allowlist check still applies to the name the plugin asked for.
     pub resolve_override: HashMap<String, SocketAddr>,
     /// Read-only preopened directories: (host directory, name the plugin sees). The manifest's
-    /// `fs` grants, resolved inside the workspace by the installer.
-    pub preopens: Vec<(std::path::PathBuf, String)>,
+    /// `fs` grants, resolved inside the workspace by the installer. Each must be an absolute
+    /// path with no symbolic link in it; it is opened once, when the plugin is loaded.
+    pub preopens: Vec<(PathBuf, String)>,
     /// The egress proxy (a UNIX socket speaking HTTP absolute-form and CONNECT) every request
     /// goes through after the host's own check: the proxy resolves the name itself, refuses
     /// private and metadata addresses and checks TLS SNI. The gateway always sets it for a
@@ -310,6 +322,9 @@ impl WasmGrants {
 struct Shared {
     id: String,
     grants: WasmGrants,
+    /// The granted directories, opened at load; every instance gets a clone (the same open
+    /// descriptors).
+    preopens: WasiFilesystemCtx,
     /// The TLS client configuration, built on the first HTTPS request.
     tls: std::sync::OnceLock<Arc<rustls::ClientConfig>>,
 }
@@ -337,6 +352,70 @@ impl Shared {
             .with_no_client_auth();
         Ok(self.tls.get_or_init(|| Arc::new(config)).clone())
     }
+}
+
+/// Opens `path` as a directory without following a symbolic link in any of its components, and
+/// returns the open directory. Each component is looked up in the directory opened for the one
+/// before it (through that descriptor's `/proc/self/fd` entry, which the kernel resolves to the
+/// open directory itself, not to a path): `lstat` must see a directory, not a link, and the
+/// directory then opened must be that same one (device and inode), or someone swapped it
+/// between the two steps. This is `openat2(RESOLVE_NO_SYMLINKS)` with the standard library only
+/// (no `unsafe` and no libc in this crate); it needs `/proc`, as the gateway does anyway.
+fn open_dir_no_symlinks(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    if !path.is_absolute() {
+        return Err("it is not an absolute path".into());
+    }
+    let mut dir = std::fs::File::open("/").map_err(|e| format!("cannot open /: {e}"))?;
+    let mut so_far = PathBuf::from("/");
+    for component in path.components() {
+        let name = match component {
+            std::path::Component::RootDir => continue,
+            std::path::Component::Normal(name) => name,
+            std::path::Component::CurDir | std::path::Component::ParentDir | std::path::Component::Prefix(_) => {
+                return Err("a granted path may not contain `.` or `..`".into());
+            }
+        };
+        so_far.push(name);
+        let via = Path::new("/proc/self/fd").join(dir.as_raw_fd().to_string()).join(name);
+        let seen = std::fs::symlink_metadata(&via).map_err(|e| format!("{}: {e}", so_far.display()))?;
+        if seen.file_type().is_symlink() {
+            return Err(format!(
+                "{} is a symbolic link, and grants are opened without following links; hint: grant \
+                 the directory by its real path",
+                so_far.display()
+            ));
+        }
+        if !seen.is_dir() {
+            return Err(format!("{} is not a directory", so_far.display()));
+        }
+        let next = std::fs::File::open(&via).map_err(|e| format!("{}: {e}", so_far.display()))?;
+        let opened = next.metadata().map_err(|e| format!("{}: {e}", so_far.display()))?;
+        if (opened.dev(), opened.ino()) != (seen.dev(), seen.ino()) {
+            return Err(format!("{} was replaced while it was being opened", so_far.display()));
+        }
+        dir = next;
+    }
+    Ok(dir)
+}
+
+/// Opens every granted directory once (see [`open_dir_no_symlinks`]), read-only, as the
+/// filesystem part of a WASI context that each call's context then shares.
+fn open_preopens(preopens: &[(PathBuf, String)]) -> Result<WasiFilesystemCtx, WasmError> {
+    use std::os::fd::AsRawFd;
+    let mut builder = WasiCtx::builder();
+    for (host, guest) in preopens {
+        let refuse = |reason: String| WasmError::Preopen { path: host.clone(), guest: guest.clone(), reason };
+        let dir = open_dir_no_symlinks(host).map_err(refuse)?;
+        // wasmtime-wasi takes a preopen only by path. `/proc/self/fd/N` names exactly the
+        // directory open as N (the kernel follows the descriptor, not a path), so the directory
+        // it opens is the one checked above; ours is closed when `dir` drops.
+        builder
+            .preopened_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()), guest, DirPerms::READ, FilePerms::READ)
+            .map_err(|e| refuse(format!("{e:#}")))?;
+    }
+    Ok(std::mem::take(builder.build().filesystem()))
 }
 
 /// Per-call store data.
@@ -597,23 +676,22 @@ impl WasmPlugin {
         let component = runtime.compile(bytes)?;
         let pre = runtime.inner.linker.instantiate_pre(&component).map_err(WasmError::Link)?;
         let pre = bindings::AxpProviderPre::new(pre).map_err(WasmError::Link)?;
+        let preopens = open_preopens(&grants.preopens)?;
         Ok(Self {
             runtime: runtime.clone(),
             pre,
-            shared: Arc::new(Shared { id: id.to_string(), grants, tls: Default::default() }),
+            shared: Arc::new(Shared { id: id.to_string(), grants, preopens, tls: Default::default() }),
         })
     }
 
-    fn store(&self) -> Result<Store<HostState>, String> {
+    fn store(&self) -> Store<HostState> {
         let limits = &self.runtime.inner.limits;
-        // No args, no env, no sockets, no name lookups; only the granted directories, read-only.
+        // No args, no env, no sockets, no name lookups; only the granted directories, read-only,
+        // as they were opened at load (never looked up by path again).
         let mut wasi = WasiCtx::builder();
         wasi.allow_ip_name_lookup(false).allow_tcp(false).allow_udp(false);
-        for (host, guest) in &self.shared.grants.preopens {
-            wasi.preopened_dir(host, guest, DirPerms::READ, FilePerms::READ)
-                .map_err(|e| format!("cannot open the granted directory {}: {e:#}", host.display()))?;
-        }
-        let wasi = wasi.build();
+        let mut wasi = wasi.build();
+        *wasi.filesystem() = self.shared.preopens.clone();
         let state = HostState {
             wasi,
             http: WasiHttpCtx::new(),
@@ -635,14 +713,14 @@ impl WasmPlugin {
             // Yield so that other calls on this runtime's threads make progress.
             Ok(UpdateDeadline::Yield(1))
         });
-        Ok(store)
+        store
     }
 
     /// Instantiates once and asks the plugin who it is and what tools it has; checks the ABI
     /// version it reports.
     pub async fn probe(&self) -> Result<(PluginInfo, Vec<ToolSpec>), WasmError> {
         let _slot = self.runtime.inner.slots.acquire().await;
-        let mut store = self.store().map_err(WasmError::Probe)?;
+        let mut store = self.store();
         let inst = self.pre.instantiate_async(&mut store).await.map_err(|e| WasmError::Probe(format!("{e:#}")))?;
         let plugin = inst.axp_provider_plugin();
         let info = plugin.call_info(&mut store).await.map_err(|e| WasmError::Probe(format!("info: {e:#}")))?;
@@ -659,7 +737,7 @@ impl WasmPlugin {
     /// Instantiates the plugin once without calling it (for the benchmark).
     pub async fn instantiate_only(&self) -> Result<(), WasmError> {
         let _slot = self.runtime.inner.slots.acquire().await;
-        let mut store = self.store().map_err(WasmError::Probe)?;
+        let mut store = self.store();
         self.pre.instantiate_async(&mut store).await.map_err(|e| WasmError::Probe(format!("{e:#}")))?;
         Ok(())
     }
@@ -669,8 +747,7 @@ impl WasmPlugin {
             provider: self.shared.id.clone(),
             reason: "the WASM runtime is shutting down".into(),
         })?;
-        let mut store =
-            self.store().map_err(|reason| ProviderError::Unavailable { provider: self.shared.id.clone(), reason })?;
+        let mut store = self.store();
         let result = async {
             let inst = self.pre.instantiate_async(&mut store).await?;
             inst.axp_provider_plugin().call_call(&mut store, name, args, meta).await

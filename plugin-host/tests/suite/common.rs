@@ -1,5 +1,5 @@
-//! Shared helpers: where the example plugins are (failing loudly when they are not built), and
-//! a host context with short limits.
+//! Shared helpers: where the example plugins are (failing loudly when they are not built), this
+//! crate's own test fixtures (built on first use), and a host context with short limits.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,6 +34,35 @@ pub(super) fn copy_dist(name: &str, into: &Path) -> PathBuf {
         std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
     }
     dst
+}
+
+/// The WASM component of the fixture `tests/fixtures/<name>` (a crate named
+/// `axp-fixture-<name>`), built for wasm32-wasip2 on first use into the target directory
+/// `plugins/build-examples.sh` uses, whose dependencies that script has already built. Building
+/// here rather than in a script keeps the fixture and the test that needs it in one place.
+pub(super) fn fixture_wasm(name: &str) -> Vec<u8> {
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = BUILD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| repo().join("target"), PathBuf::from)
+        .join("plugin-examples");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["build", "--release", "--offline", "--quiet", "--target", "wasm32-wasip2"])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "building the fixture {} failed (it needs `rustup target add wasm32-wasip2` and the \
+         dependencies `plugins/build-examples.sh` fetches):\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let artifact = format!("axp_fixture_{}.wasm", name.replace('-', "_"));
+    std::fs::read(target.join("wasm32-wasip2/release").join(artifact)).unwrap()
 }
 
 pub(super) fn limits() -> WasmLimits {

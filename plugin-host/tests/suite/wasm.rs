@@ -1,5 +1,6 @@
 //! The WASM provider with real components: deadline, memory limit, traps, HTTP allowlist
-//! against a real server on loopback, and 100 concurrent calls.
+//! against a real server on loopback, 100 concurrent calls, and `fs` grants that a directory
+//! swapped for a symbolic link cannot widen.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -240,4 +241,74 @@ async fn audit_containing(path: &std::path::Path, needle: &str) -> String {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     text
+}
+
+/// `fs-reader` (a fixture of this crate) with `preopens`, reading `path`: the file's text, or
+/// the tool's error message.
+async fn read_file(p: &dyn Provider, path: &str) -> Result<String, String> {
+    let out = call(p, "read", json!({"path": path})).await.unwrap();
+    if out.is_error {
+        return Err(out.joined_text());
+    }
+    Ok(out.structured_content.unwrap()["text"].as_str().unwrap().to_string())
+}
+
+async fn fs_reader(preopens: Vec<(std::path::PathBuf, String)>) -> Result<WasmProvider, axp_plugin_host::WasmError> {
+    let runtime = axp_plugin_host::WasmRuntime::new(limits()).unwrap();
+    WasmProvider::new(&runtime, "fs-reader", &fixture_wasm("fs-reader"), WasmGrants { preopens, ..Default::default() })
+        .await
+}
+
+/// A workspace with a granted `data/note.txt` and an ungranted `secret/note.txt`.
+fn workspace_with_a_secret() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("data")).unwrap();
+    std::fs::write(ws.path().join("data/note.txt"), "public note").unwrap();
+    std::fs::create_dir(ws.path().join("secret")).unwrap();
+    std::fs::write(ws.path().join("secret/note.txt"), "TOP SECRET").unwrap();
+    ws
+}
+
+/// The attack: whoever can write in the workspace (an agent's sandboxed job, say) moves the
+/// granted directory away between two calls and puts a symbolic link to another directory in
+/// its place. The grant is the directory opened when the plugin was loaded, so the next call
+/// still reads that directory (wherever it now is) and never the link's target.
+#[tokio::test]
+async fn a_granted_directory_swapped_for_a_symlink_between_calls_exposes_nothing_else() {
+    let ws = workspace_with_a_secret();
+    let data = ws.path().canonicalize().unwrap().join("data");
+    std::os::unix::fs::symlink("../secret/note.txt", data.join("escape")).unwrap();
+    let p = fs_reader(vec![(data.clone(), "data".into())]).await.unwrap();
+    assert_eq!(read_file(&p, "data/note.txt").await.unwrap(), "public note");
+    // A link inside the grant that points out of it does not lead out either.
+    let err = read_file(&p, "data/escape").await.unwrap_err();
+    assert!(!err.contains("TOP SECRET"), "{err}");
+
+    std::fs::rename(&data, ws.path().join("data-moved")).unwrap();
+    std::os::unix::fs::symlink(ws.path().join("secret"), &data).unwrap();
+    assert_eq!(std::fs::read_to_string(data.join("note.txt")).unwrap(), "TOP SECRET", "the swap is in place");
+    let read = read_file(&p, "data/note.txt").await;
+    assert_eq!(read, Ok("public note".to_string()), "the plugin read through the swapped-in link");
+    // Every later call too: each instance gets the same open directory.
+    for _ in 0..3 {
+        assert_eq!(read_file(&p, "data/note.txt").await, Ok("public note".to_string()));
+    }
+}
+
+/// A grant is opened without following any symbolic link, in any component of its path: the
+/// installer grants canonical paths, so a link there means the tree changed under it.
+#[tokio::test]
+async fn a_granted_directory_reached_through_a_symlink_is_refused_at_load() {
+    let ws = workspace_with_a_secret();
+    let root = ws.path().canonicalize().unwrap();
+    std::os::unix::fs::symlink(root.join("secret"), root.join("link")).unwrap();
+    std::fs::create_dir(root.join("secret/inner")).unwrap();
+    for granted in [root.join("link"), root.join("link/inner")] {
+        let err = fs_reader(vec![(granted.clone(), "data".into())]).await.unwrap_err().to_string();
+        assert!(err.contains("symbolic link"), "{}: {err}", granted.display());
+        assert!(err.contains(&root.join("link").display().to_string()), "{err}");
+    }
+    // The same directories by their real paths load and read.
+    let p = fs_reader(vec![(root.join("data"), "data".into())]).await.unwrap();
+    assert_eq!(read_file(&p, "data/note.txt").await.unwrap(), "public note");
 }
