@@ -4,7 +4,7 @@
 //! descriptors, death with its parent, no capabilities, no new privileges, a Landlock domain
 //! that can write only below its own directories and read only the files it names (and can bind
 //! no TCP port, reach no abstract unix socket and signal nobody outside itself), and the
-//! sandbox's seccomp deny list plus `execve`.
+//! sandbox's seccomp allow list, and no `execve`.
 //!
 //! Why not [`crate::command`]: every policy it compiles puts the process in a network namespace
 //! with loopback only, and the proxy needs the host's network to reach upstreams. The helper
