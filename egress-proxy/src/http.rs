@@ -685,6 +685,13 @@ impl TunnelRequests {
         matches!(self.state, TunnelState::Answer) && !self.held.is_empty()
     }
 
+    /// Whether as many client bytes are held back for an upgrade's answer as a request head may
+    /// have: the caller stops reading from the client until the origin answers, so a client
+    /// cannot make the proxy hold more.
+    pub fn held_full(&self) -> bool {
+        matches!(self.state, TunnelState::Answer) && self.held.len() >= self.max_head
+    }
+
     /// Takes bytes the origin sent (they go to the client unchanged; this only reads them) while
     /// [`TunnelRequests::watching`]. `Ok(true)` once the answer to the upgrade request is complete
     /// (interim 1xx skipped): the held client bytes may then be released with
@@ -1091,9 +1098,14 @@ mod tests {
         // Only to websocket.
         let h2c = "GET / HTTP/1.1\r\nHost: allowed.test:8080\r\nUpgrade: h2c, websocket\r\n\r\n";
         assert!(matches!(tunnel().client(h2c.as_bytes()), Err(HeadError::Unsupported(_))));
-        // An answer that is not HTTP closes the tunnel.
+        // What is held is bounded: at a head's worth the proxy stops reading from the client.
         let mut t = tunnel();
-        t.client(up.as_bytes()).unwrap();
+        assert_eq!(t.client(up.as_bytes()).unwrap(), up.as_bytes());
+        assert_eq!(t.client(&[b'x'; 4095]).unwrap(), b"");
+        assert!(t.holding() && !t.held_full());
+        assert_eq!(t.client(b"x").unwrap(), b"");
+        assert!(t.held_full());
+        // An answer that is not HTTP closes the tunnel.
         assert!(t.upstream(b"SSH-2.0-x\r\n\r\n").is_err());
     }
 

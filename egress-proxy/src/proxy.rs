@@ -1,9 +1,9 @@
 //! The proxy itself: listeners (TCP and UNIX), protocol detection (HTTP absolute-form and
 //! CONNECT vs SOCKS5 by the first byte), the decision for each attempt (allowlist, own DNS
-//! resolution, address classification, self-connection, limits), the TLS/HTTP first-bytes check
-//! inside tunnels, the byte pump with idle timeout and byte budget (and, for plain HTTP, the
-//! response framing that tells where a response ends), the pool of upstream connections kept
-//! between plain-HTTP requests, and the audit record.
+//! resolution, address classification, self-connection, limits), the TLS first-bytes check and
+//! the request-by-request HTTP check inside tunnels, the byte pump with idle timeout and byte
+//! budget (and, for plain HTTP, the response framing that tells where a response ends), the pool
+//! of upstream connections kept between plain-HTTP requests, and the audit record.
 //!
 //! All parsing and policy is delegated to the pure modules (`host`, `policy`, `ipclass`, `tls`,
 //! `http`, `socks`); this module owns I/O and ordering only. It must never open a connection to an
@@ -561,6 +561,11 @@ impl UpFilter {
     /// Whether client bytes are held back until an upgrade's answer.
     fn holding(&self) -> bool {
         matches!(self, UpFilter::Tunnel(Inspect::Http(r)) if r.holding())
+    }
+
+    /// Whether no more client bytes may be taken until an upgrade's answer.
+    fn held_full(&self) -> bool {
+        matches!(self, UpFilter::Tunnel(Inspect::Http(r)) if r.held_full())
     }
 }
 
@@ -1356,7 +1361,7 @@ impl Shared {
                 }
             }
             let event = tokio::select! {
-                r = client.read(&mut cbuf), if client_open => Event::Client(r),
+                r = client.read(&mut cbuf), if client_open && !filter.held_full() => Event::Client(r),
                 r = async {
                     if splicing { up.readable().await.map(|()| None) } else { up.read(&mut ubuf).await.map(Some) }
                 }, if up_open => match r {

@@ -152,7 +152,7 @@ async fn a_child_serves_acknowledged_listeners_reports_each_attempt_and_cleans_u
 
     p.send(&listen(&dir, "a", &["allowed.test"])).await;
     assert_eq!(p.event().await, Event::Listening { key: "a".into() });
-    // Its attempt log is its owner's alone: created 0600 (the confined child may not chmod).
+    // Its attempt log is its owner's alone: created 0600.
     let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.join("a.jsonl")).unwrap().permissions());
     assert_eq!(mode & 0o7777, 0o600);
     // Refused listeners say why and leave the child serving.
@@ -163,7 +163,7 @@ async fn a_child_serves_acknowledged_listeners_reports_each_attempt_and_cleans_u
     p.send(&outside).await;
     let Event::Failed { key, error } = p.event().await else { panic!("a socket outside the dir was accepted") };
     assert_eq!(key, "b");
-    assert!(error.contains("not directly inside the egress directory"), "{error}");
+    assert!(error.contains("is not inside the egress directory"), "{error}");
     p.send(&listen(&dir, "c", &["allowed.test:99999"])).await;
     let Event::Failed { error, .. } = p.event().await else { panic!("a bad grant was accepted") };
     assert!(error.starts_with("network grant `allowed.test:99999`"), "{error}");
@@ -177,6 +177,15 @@ async fn a_child_serves_acknowledged_listeners_reports_each_attempt_and_cleans_u
     let Event::Failed { error, .. } = p.event().await else { panic!("the child wrote through a symlink") };
     assert!(error.contains("cannot open the audit log") && error.contains("Permission denied"), "{error}");
     assert!(!target.exists());
+    // An attempt log that others may read (as the proxy once created them) is made its owner's
+    // alone before anything is written to it.
+    let shared = dir.join("e.jsonl");
+    std::fs::write(&shared, "").unwrap();
+    std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    p.send(&listen(&dir, "e", &["allowed.test"])).await;
+    assert_eq!(p.event().await, Event::Listening { key: "e".into() });
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&shared).unwrap().permissions());
+    assert_eq!(mode & 0o7777, 0o600);
 
     let sock = dir.join("a.sock");
     let ok = ask(&sock, &get("allowed.test", port)).await;
