@@ -87,8 +87,7 @@ impl Snapshot {
                         stack.push(rel);
                     }
                 } else {
-                    let seen =
-                        (st.st_size as u64, st.st_mtime as i64, st.st_mtime_nsec as i64, kind == FileType::RegularFile);
+                    let seen = (st.st_size as u64, st.st_mtime, st.st_mtime_nsec as i64, kind == FileType::RegularFile);
                     s.files.insert(rel, seen);
                 }
             }
