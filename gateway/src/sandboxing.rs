@@ -83,8 +83,8 @@ fn workspace_of(spec: &ProcessSpec) -> PathBuf {
 /// resolved when they were granted (session open, config load); one that resolves elsewhere now
 /// has had a symlink put in its way since, and is refused rather than followed. Paths found by
 /// discovery are the supervisor's own and are resolved here. Nothing may expose `protect` (the
-/// state directory: keys, audit log, store) or anything above it, except the per-job code-mode
-/// directories below it that the gateway itself adds.
+/// state directory: keys, audit log, store) or anything above it, except what the gateway itself
+/// shows sandboxes from it (see [`check_protected`]).
 pub fn compile(
     spec: &ProcessSpec,
     extra_read: &[PathBuf],
@@ -157,11 +157,20 @@ pub fn compile(
     b.build().map_err(|e| e.to_string())
 }
 
-/// Refuses a path that is the state directory, lies above it, or lies inside it other than in
-/// a job's own code-mode directory (`STATE/codemode/<job>`).
+/// Refuses a path that is the state directory, lies above it, or lies inside it anywhere but
+/// where the gateway keeps what it shows sandboxes itself: a job's own code-mode directory
+/// (`STATE/codemode/<job>`) and an installed plugin's verified files
+/// (`STATE/plugins/<id>/<version>`), for its sandboxed helper. Keys, the audit log, the store,
+/// the egress logs and the lockfiles sit elsewhere in it.
 fn check_protected(p: &Path, state: &Path) -> Result<(), String> {
-    let own_job_dir = p.parent() == Some(&crate::codemode::root(state));
-    if state.starts_with(p) || (p.starts_with(state) && !own_job_dir) {
+    let exposable = p.strip_prefix(state).is_ok_and(|rel| {
+        let parts: Vec<_> = rel.components().collect();
+        matches!(
+            (parts.first().and_then(|c| c.as_os_str().to_str()), parts.len()),
+            (Some("codemode"), 2) | (Some("plugins"), 3)
+        )
+    });
+    if state.starts_with(p) || (p.starts_with(state) && !exposable) {
         return Err(format!(
             "{} would expose the gateway's state directory {} (its keys, audit log and job store) to a \
              sandboxed process; refusing",

@@ -90,6 +90,8 @@ pub fn run(args: ProviderArgs) -> Result<i32> {
         .clone()
         .or_else(|| settings.state_dir.clone())
         .unwrap_or_else(crate::commands::serve::default_state_dir);
+    // Private and resolved, as `axp serve` makes it: the paths of installed plugins derive from it.
+    let state_dir = crate::commands::serve::private_state_dir(&state_dir)?;
     match args.command {
         ProviderCommand::Add(a) => add(a, state_dir, &settings),
         ProviderCommand::List(a) => {
