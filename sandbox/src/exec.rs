@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! gateway ─ A: exec process (this entry; unshares the namespaces, waits, relays signals/status)
-//!             └ B: pid 1 of the new pid namespace (builds the root, brings up lo, reaps)
+//!             └ B: pid 1 of the new pid namespace (builds the root, brings up lo, reaps, sends
+//!                 │    relayed signals to the job: the terminal's foreground group or C)
 //!                 ├ D: egress forwarder (only with NetPolicy::Proxy; no Landlock, unreachable
 //!                 │    by the target's signals and ptrace)
 //!                 └ C: the target (setsid, rlimits, caps dropped, no_new_privs, Landlock,
@@ -13,7 +14,8 @@
 //! ```
 //!
 //! When B exits, the kernel kills every process left in the pid namespace, so nothing outlives
-//! the job. Every mandatory step that fails ends the process with [`EXIT_SETUP`] and one line on
+//! the job. Signals for the job go to A only, the caller's own child: A relays them to B, and B
+//! picks the recipient inside the job's pid namespace, where no pid can name a process outside. Every mandatory step that fails ends the process with [`EXIT_SETUP`] and one line on
 //! stderr starting `axp-sandbox:`; the target never runs unconfined. This module must not be
 //! entered from a multi-threaded process (it forks and expects a single thread).
 
@@ -37,8 +39,9 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 /// Hostname inside the UTS namespace.
 const HOSTNAME: &str = "axp-sandbox";
 
-/// Signals the exec process and the init relay to the target.
-const FORWARDED: [i32; 9] = [
+/// Signals the exec process relays to init, and init into the job: the catchable termination,
+/// job-control and terminal signals (see [`crate::signal_job`]).
+pub const RELAYED_SIGNALS: [i32; 9] = [
     libc::SIGTERM,
     libc::SIGINT,
     libc::SIGHUP,
@@ -49,6 +52,17 @@ const FORWARDED: [i32; 9] = [
     libc::SIGCONT,
     libc::SIGALRM,
 ];
+
+/// The real-time signal that stands for `SIGKILL`, which the exec process cannot catch (it
+/// would die instead of relaying it): init sends the real `SIGKILL` into the job.
+pub(crate) fn kill_carrier() -> i32 {
+    libc::SIGRTMIN() + 1
+}
+
+/// The real-time signal that stands for `SIGSTOP`, which would stop the exec process itself.
+pub(crate) fn stop_carrier() -> i32 {
+    libc::SIGRTMIN() + 2
+}
 
 fn die(msg: &str) -> ! {
     let _ = writeln!(std::io::stderr(), "axp-sandbox: {msg}");
@@ -97,12 +111,6 @@ pub fn exec_main(args: &[OsString]) -> ! {
 
 enum Never {}
 
-fn close_from(first: u32) {
-    // SAFETY: close_range only closes descriptors; nothing in this process holds a borrowed
-    // descriptor at or above `first` at the call sites.
-    unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
-}
-
 fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
     let mut p = [0i32; 2];
     // SAFETY: pipe2 writes two new descriptors into the array, which we then own.
@@ -116,7 +124,7 @@ fn signal_set(extra: &[i32]) -> libc::sigset_t {
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for s in FORWARDED.iter().chain(extra) {
+        for s in RELAYED_SIGNALS.iter().chain(&[kill_carrier(), stop_carrier()]).chain(extra) {
             libc::sigaddset(&mut set, *s);
         }
         set
@@ -134,11 +142,11 @@ fn supervise(policy: &Policy, argv: &[OsString]) -> Result<Never, String> {
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     // Nothing inherited above stderr survives into the sandbox.
-    close_from(3);
+    close_range(3, u32::MAX);
 
     // SAFETY: plain id getters.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let grants = crate::mounts::resolve_grants(policy)?;
+    let steps = crate::mounts::plan(policy)?;
     let cgroup = crate::cgroup::create(policy)?;
 
     let flags = libc::CLONE_NEWUSER
@@ -174,7 +182,7 @@ fn supervise(policy: &Policy, argv: &[OsString]) -> Result<Never, String> {
     if pid == 0 {
         drop(alive_w);
         drop(status_r);
-        match init(policy, &grants, argv, alive_r, status_w) {
+        match init(policy, &steps, argv, alive_r, status_w) {
             Ok(never) => match never {},
             Err(e) => die(&e),
         }
@@ -190,7 +198,12 @@ fn supervise(policy: &Policy, argv: &[OsString]) -> Result<Never, String> {
     // The go byte: init proceeds only once it is placed.
     let mut alive_w = std::fs::File::from(alive_w);
     alive_w.write_all(b"g").map_err(|e| format!("starting init: {e}"))?;
-    let raw = wait_relay(pid, &set);
+    // Carriers are relayed as they are, for B to decode.
+    let raw = wait_relay(pid, &set, |sig| {
+        // SAFETY: B is our child and is not reaped before wait_relay returns, so its pid cannot
+        // name another process.
+        unsafe { libc::kill(pid, sig) };
+    });
     let mut buf = [0u8; 4];
     let mut f = std::fs::File::from(status_r);
     let target_status = match f.read(&mut buf) {
@@ -219,9 +232,9 @@ fn supervise(policy: &Policy, argv: &[OsString]) -> Result<Never, String> {
     unsafe { libc::_exit(code) }
 }
 
-/// Waits for `child` while forwarding the blocked signals in `set` to it.
+/// Waits for `child` while handing every other blocked signal of `set` to `relay`.
 /// Reaps every other child too (needed as pid 1). Returns the child's raw wait status.
-fn wait_relay(child: libc::pid_t, set: &libc::sigset_t) -> i32 {
+fn wait_relay(child: libc::pid_t, set: &libc::sigset_t, relay: impl Fn(i32)) -> i32 {
     loop {
         // SAFETY: info is a zeroed local the kernel fills in.
         let sig = unsafe {
@@ -244,16 +257,48 @@ fn wait_relay(child: libc::pid_t, set: &libc::sigset_t) -> i32 {
                 }
             }
         } else {
-            // SAFETY: forwarding a signal to our own child.
-            unsafe { libc::kill(child, sig) };
+            relay(sig);
         }
     }
+}
+
+/// Where init sends a relayed signal, and which signal: a carrier becomes the signal it stands
+/// for. For a PTY job the recipient is the foreground process group of the target's terminal
+/// (what ^C at a real terminal reaches), read from `tpgid` in `/proc/<target>/stat` of this pid
+/// namespace; without a PTY, or when the target has no terminal, it is the target. Every pid here
+/// is a pid of the job's own namespace, so the signal cannot reach a process outside it, even if
+/// the group ended and its number was reused.
+fn relay_into_job(target: libc::pid_t, pty: bool, sig: i32) {
+    let real = if sig == kill_carrier() {
+        libc::SIGKILL
+    } else if sig == stop_carrier() {
+        libc::SIGSTOP
+    } else {
+        sig
+    };
+    let dest = match pty.then(|| foreground_group(target)).flatten() {
+        Some(group) => -group,
+        None => target,
+    };
+    // SAFETY: kill with integer arguments; `dest` names the target or a group of its session.
+    unsafe { libc::kill(dest, real) };
+}
+
+/// The foreground process group of `pid`'s controlling terminal, if it has one (`tpgid`, the
+/// sixth field after the parenthesised command name, which may itself contain spaces and
+/// parentheses). Group 1 would be init's own and is never returned.
+fn foreground_group(pid: libc::pid_t) -> Option<libc::pid_t> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
+    let field = after.split(|&b| b == b' ').filter(|f| !f.is_empty()).nth(5)?;
+    let tpgid: libc::pid_t = std::str::from_utf8(field).ok()?.parse().ok()?;
+    (tpgid > 1).then_some(tpgid)
 }
 
 /// Process B, pid 1 of the new pid namespace.
 fn init(
     policy: &Policy,
-    grants: &[crate::mounts::Grant],
+    steps: &[crate::mounts::Step],
     argv: &[OsString],
     alive_r: OwnedFd,
     status_w: OwnedFd,
@@ -272,7 +317,7 @@ fn init(
         unsafe { libc::_exit(EXIT_SETUP) }
     }
 
-    crate::mounts::build_root(policy, grants)?;
+    let root = crate::mounts::build_root(policy, steps)?;
     let host = HOSTNAME.as_bytes();
     // SAFETY: sethostname reads `host.len()` bytes from the slice.
     check(unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) } as libc::c_long, || "sethostname".into())?;
@@ -307,7 +352,7 @@ fn init(
     if pid == 0 {
         drop(err_r);
         drop(status_w);
-        let (code, msg) = match target(policy, &prog, &c_argv, &c_env, &filters, &err_w) {
+        let (code, msg) = match target(policy, &root, &prog, &c_argv, &c_env, &filters, &err_w) {
             Ok(never) => match never {},
             Err(e) => e,
         };
@@ -330,7 +375,8 @@ fn init(
         // SAFETY: ending pid 1 tears the namespace down.
         unsafe { libc::_exit(i32::from(code)) }
     }
-    let status = wait_relay(pid, &block);
+    drop(root);
+    let status = wait_relay(pid, &block, |sig| relay_into_job(pid, policy.allow_pty, sig));
     let mut f = std::fs::File::from(status_w);
     let _ = f.write_all(&status.to_le_bytes());
     // Exiting pid 1 makes the kernel SIGKILL everything left in the namespace.
@@ -414,9 +460,31 @@ pub(crate) fn drop_capabilities(lock_securebits: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Closes every descriptor above stderr except those in `keep`.
+fn close_all_but(keep: &[libc::c_int]) {
+    let mut keep: Vec<u32> = keep.iter().filter_map(|&k| u32::try_from(k).ok()).filter(|&k| k > 2).collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut next = 3u32;
+    for k in keep {
+        if k > next {
+            close_range(next, k - 1);
+        }
+        next = k + 1;
+    }
+    close_range(next, u32::MAX);
+}
+
+fn close_range(first: u32, last: u32) {
+    // SAFETY: close_range only closes descriptors; the callers keep what they still use.
+    unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) };
+}
+
 /// Process C: confine and execve. Errors carry the exit code to report.
+#[allow(clippy::too_many_arguments)]
 fn target(
     policy: &Policy,
+    root: &crate::mounts::Root,
     prog: &Path,
     argv: &[CString],
     env: &[CString],
@@ -452,22 +520,18 @@ fn target(
     set_rlimit(libc::RLIMIT_CPU, l.cpu_secs, "RLIMIT_CPU").map_err(setup)?;
     set_rlimit(libc::RLIMIT_CORE, Some(0), "RLIMIT_CORE").map_err(setup)?;
 
-    // Close everything above stderr except the error pipe (close-on-exec).
-    let keep = err_w.as_raw_fd() as u32;
-    // SAFETY: closes descriptors this process does not use any more; `keep` stays open.
-    unsafe {
-        if keep > 3 {
-            libc::syscall(libc::SYS_close_range, 3u32, keep - 1, 0u32);
-        }
-        libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
-    }
+    // Close everything above stderr except the error pipe and the mounted writable grants that
+    // Landlock's rules go on (all close-on-exec).
+    let mut keep: Vec<libc::c_int> = root.writable.iter().map(|f| f.as_raw_fd()).collect();
+    keep.push(err_w.as_raw_fd());
+    close_all_but(&keep);
 
     drop_capabilities(true).map_err(setup)?;
     // SAFETY: prctl with integer arguments.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(setup(format!("PR_SET_NO_NEW_PRIVS: {}", errno())));
     }
-    landlock_rules::restrict(policy).map_err(setup)?;
+    landlock_rules::restrict(policy, &root.writable).map_err(setup)?;
     for f in filters {
         seccompiler::apply_filter(f).map_err(|e| setup(format!("seccomp: {e}")))?;
     }

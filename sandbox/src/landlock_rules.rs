@@ -5,11 +5,17 @@
 //!
 //! Applied by the target process itself just before seccomp and execve; it must not be called in
 //! any other process (Landlock domains are per thread and inherited by children).
+//!
+//! A rule goes on the very directory that was mounted, never on what a symlink points to: the
+//! writable grants' rules use the descriptors of the mounted clones themselves (kept from
+//! `mounts::build_root`), and the sandbox's own paths (`/`, `/tmp`, `/dev/shm`, the devices) are
+//! opened one component at a time without following a symlink.
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
@@ -27,10 +33,21 @@ pub(crate) fn abi_of(n: u32) -> ABI {
     }
 }
 
+/// Opens a path the sandbox laid out itself, never through a symlink; `None` if it is absent.
+fn open_exact(root: &OwnedFd, p: &Path) -> Result<Option<OwnedFd>, String> {
+    match crate::mounts::walk(root.as_fd(), p, None) {
+        Ok((_, libc::S_IFLNK)) => Err(format!("landlock: {} is a symbolic link", p.display())),
+        Ok((fd, _)) => Ok(Some(fd)),
+        Err(crate::mounts::Refusal::Missing(_)) => Ok(None),
+        Err(e) => Err(format!("landlock open {}: {e:?}", p.display())),
+    }
+}
+
 /// Restricts the calling thread (and its future children) with the policy's Landlock ruleset,
-/// at the best ABI the kernel offers (capped at [`MAX_LANDLOCK_ABI`]). Fails unless the ruleset
-/// is fully enforced.
-pub(crate) fn restrict(policy: &Policy) -> Result<(), String> {
+/// at the best ABI the kernel offers (capped at [`MAX_LANDLOCK_ABI`]). `writable` holds the
+/// mounted writable grants (the workspace when writable, and every `read_write` path). Fails
+/// unless the ruleset is fully enforced.
+pub(crate) fn restrict(policy: &Policy, writable: &[OwnedFd]) -> Result<(), String> {
     let n = landlock_abi()?.min(MAX_LANDLOCK_ABI);
     if n == 0 {
         return Err("Landlock is unavailable".into());
@@ -50,28 +67,28 @@ pub(crate) fn restrict(policy: &Policy) -> Result<(), String> {
         rs = rs.scope(Scope::AbstractUnixSocket | Scope::Signal).map_err(e("scope"))?;
     }
     let mut rs = rs.create().map_err(e("create"))?;
-    let fd = |p: &Path| PathFd::new(p).map_err(|err| format!("landlock open {}: {err}", p.display()));
+    let root = crate::mounts::open_dir("/")?;
 
-    rs = rs.add_rule(PathBeneath::new(fd(Path::new("/"))?, AccessFs::from_read(abi))).map_err(e("rule /"))?;
-    let mut writable: Vec<&Path> = vec![Path::new("/tmp"), Path::new("/dev/shm")];
-    if policy.workspace_writable {
-        writable.push(&policy.workspace);
+    rs = rs.add_rule(PathBeneath::new(root.as_fd(), AccessFs::from_read(abi))).map_err(e("rule /"))?;
+    for p in ["/tmp", "/dev/shm"] {
+        let fd = open_exact(&root, Path::new(p))?.ok_or_else(|| format!("landlock: {p} is missing"))?;
+        rs = rs.add_rule(PathBeneath::new(fd, AccessFs::from_all(abi))).map_err(e("rule rw"))?;
     }
-    writable.extend(policy.read_write.iter().map(|p| p.as_path()));
-    for p in writable {
-        rs = rs.add_rule(PathBeneath::new(fd(p)?, AccessFs::from_all(abi))).map_err(e("rule rw"))?;
+    for fd in writable {
+        rs = rs.add_rule(PathBeneath::new(fd.as_fd(), AccessFs::from_all(abi))).map_err(e("rule rw"))?;
     }
     let mut devices = vec!["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
     if policy.allow_pty {
         devices.push("/dev/pts");
     }
-    for d in devices.into_iter().filter(|d| Path::new(d).exists()) {
+    for d in devices {
+        let Some(fd) = open_exact(&root, Path::new(d))? else { continue };
         let access = if d == "/dev/pts" {
             AccessFs::from_read(abi) | AccessFs::from_file(abi)
         } else {
             AccessFs::from_file(abi)
         };
-        rs = rs.add_rule(PathBeneath::new(fd(Path::new(d))?, access)).map_err(e("rule dev"))?;
+        rs = rs.add_rule(PathBeneath::new(fd, access)).map_err(e("rule dev"))?;
     }
     if let (true, NetPolicy::Proxy { listen_port, .. }) = (n >= 4, &policy.net) {
         rs = rs.add_rule(NetPort::new(*listen_port, AccessNet::ConnectTcp)).map_err(e("rule port"))?;

@@ -25,7 +25,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Command, ExitStatus};
 
-pub use exec::{EXIT_CANNOT_EXEC, EXIT_NOT_FOUND, EXIT_SETUP, exec_main};
+pub use exec::{EXIT_CANNOT_EXEC, EXIT_NOT_FOUND, EXIT_SETUP, RELAYED_SIGNALS, exec_main};
 pub use policy::{Limits, NetPolicy, POLICY_ENV, Policy, PolicyBuilder, PolicyError};
 pub use probe::{HostSupport, Layers, probe};
 pub use seccomp::denied_syscalls;
@@ -59,6 +59,44 @@ pub fn command(exe: &Path, policy: &Policy, argv: &[String]) -> std::io::Result<
     let mut cmd = Command::new(exe);
     cmd.arg(EXEC_ARG).arg("--").args(argv).env_clear().env(POLICY_ENV, encoded).current_dir("/");
     Ok(cmd)
+}
+
+/// Sends `signal` into a running job through its exec process, `exec_pid`: the child that
+/// [`command`] spawned, which the caller has not reaped yet (so the pid is still that process).
+/// This is the only way a caller should signal a job, PTY jobs included: never a pid or process
+/// group read elsewhere, such as the terminal's foreground group, whose number is the host's and
+/// may belong to an unrelated process once that group has ended.
+///
+/// The exec process relays the signal to the job's init, which sends it, inside the job's own
+/// pid namespace, to the foreground process group of the job's terminal when the policy allows a
+/// PTY and the target has a terminal, else to the target. `signal` is one of
+/// [`RELAYED_SIGNALS`] (TERM, INT, HUP, QUIT, USR1, USR2, WINCH, CONT, ALRM), or `SIGKILL` or
+/// `SIGSTOP`: those two cannot be caught, so the exec process would die or stop instead of
+/// relaying them, and they travel as real-time signals (`SIGRTMIN+1`, `SIGRTMIN+2`) that init
+/// turns back into them. Anything else is `InvalidInput`. Killing the exec process itself with
+/// `SIGKILL` remains the way to end the whole job at once.
+pub fn signal_job(exec_pid: u32, signal: i32) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(exec_pid)
+        .ok()
+        .filter(|p| *p > 1)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a process id"))?;
+    let sent = if RELAYED_SIGNALS.contains(&signal) {
+        signal
+    } else if signal == libc::SIGKILL {
+        exec::kill_carrier()
+    } else if signal == libc::SIGSTOP {
+        exec::stop_carrier()
+    } else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("signal {signal} is not relayed into sandboxed jobs"),
+        ));
+    };
+    // SAFETY: kill with integer arguments; `pid` is positive, so it names one process.
+    if unsafe { libc::kill(pid, sent) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Runs `argv` under `policy` with inherited stdio and waits for it (for `axp sandbox run`).

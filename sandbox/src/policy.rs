@@ -5,12 +5,14 @@
 //! (enforcement lives in `exec`). The agent never authors a `Policy`: the gateway compiles one
 //! with [`PolicyBuilder`] from capabilities it has already verified.
 //!
-//! Encoding: a small hand-written, length-prefixed binary format (magic `AXPSBX1`, then each field
+//! Encoding: a small hand-written, length-prefixed binary format (magic `AXPSBX2`, then each field
 //! in a fixed order; byte strings as `u32` length + bytes, integers as little-endian `u64`). It is
 //! hand-rolled because the enforcement path may depend on libc, landlock and seccompiler only (no
 //! serde), paths and environment values are arbitrary non-NUL bytes (not UTF-8), and a fixed field
 //! order with an explicit version makes a truncated or foreign blob fail loudly instead of being
-//! half-read. [`Policy::to_env_value`] hex-encodes it so it can travel in one environment variable.
+//! half-read. The version is part of the magic: a blob of another version (`AXPSBX1` had no
+//! hidden paths) is refused, never read with the wrong field order.
+//! [`Policy::to_env_value`] hex-encodes it so it can travel in one environment variable.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -22,7 +24,7 @@ use std::path::{Component, Path, PathBuf};
 /// on to the target, whose environment is exactly [`Policy::env`].
 pub const POLICY_ENV: &str = "AXP_SANDBOX_POLICY";
 
-const MAGIC: &[u8; 8] = b"AXPSBX1\0";
+const MAGIC: &[u8; 8] = b"AXPSBX2\0";
 
 /// How the sandboxed process may reach the network.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +88,11 @@ pub struct Policy {
     pub read_only: Vec<PathBuf>,
     /// Extra host paths bound read-write at the same path.
     pub read_write: Vec<PathBuf>,
+    /// Host paths that must not be visible inside even where a bound path contains them. Each
+    /// is resolved on the host and, wherever it is visible inside, covered by an empty
+    /// read-only mask (an empty directory, or an empty file for anything else). Grants below a
+    /// hidden path are still bound, on top of its mask.
+    pub hide: Vec<PathBuf>,
     /// The child's complete environment, in order; nothing is inherited.
     pub env: Vec<(OsString, OsString)>,
     /// Working directory inside the sandbox.
@@ -178,6 +185,7 @@ pub struct PolicyBuilder {
     workspace_writable: bool,
     reads: Vec<PathBuf>,
     writes: Vec<PathBuf>,
+    hide: Vec<PathBuf>,
     env: Vec<(OsString, OsString)>,
     cwd: Option<PathBuf>,
     limits: Limits,
@@ -196,6 +204,7 @@ impl Policy {
             workspace_writable: false,
             reads: Vec::new(),
             writes: Vec::new(),
+            hide: Vec::new(),
             env: vec![
                 ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
                 ("HOME".into(), "/tmp".into()),
@@ -221,6 +230,15 @@ impl PolicyBuilder {
     /// writable when `path` is the workspace root.
     pub fn fs_write(mut self, path: impl Into<PathBuf>) -> Self {
         self.writes.push(path.into());
+        self
+    }
+
+    /// Hides `path` (and everything below it) even where the workspace or a grant contains it:
+    /// it is covered by an empty read-only mask inside. Grants below it stay visible on top of
+    /// the mask, so `.hide(state).fs_read(state.join("codemode/job"))` shows only that job's
+    /// directory of `state`.
+    pub fn hide(mut self, path: impl Into<PathBuf>) -> Self {
+        self.hide.push(path.into());
         self
     }
 
@@ -288,10 +306,20 @@ impl PolicyBuilder {
                 read_write.push(w);
             }
         }
+        let mut hide = Vec::new();
+        for h in &self.hide {
+            let h = check_path(h)?;
+            if !hide.contains(&h) {
+                hide.push(h);
+            }
+        }
         let mut read_only = Vec::new();
         for r in &self.reads {
             let r = check_path(r)?;
-            let covered = r.starts_with(&workspace) || read_write.iter().any(|w| r.starts_with(w));
+            // A read below a hidden path is not covered by the grant above it: the mask hides it
+            // there, so it needs its own bind on top of the mask.
+            let covered = (r.starts_with(&workspace) || read_write.iter().any(|w| r.starts_with(w)))
+                && !hide.iter().any(|h| r.starts_with(h));
             if !covered && !read_only.contains(&r) {
                 read_only.push(r);
             }
@@ -320,6 +348,7 @@ impl PolicyBuilder {
             workspace_writable,
             read_only,
             read_write,
+            hide,
             env: self.env,
             cwd,
             limits: self.limits,
@@ -435,6 +464,7 @@ impl Policy {
         w.0.push(self.workspace_writable as u8);
         w.paths(&self.read_only);
         w.paths(&self.read_write);
+        w.paths(&self.hide);
         w.u64(self.env.len() as u64);
         for (k, v) in &self.env {
             w.bytes(k.as_bytes());
@@ -468,6 +498,7 @@ impl Policy {
         let workspace_writable = r.bool()?;
         let read_only = r.paths()?;
         let read_write = r.paths()?;
+        let hide = r.paths()?;
         let n = r.count()?;
         let mut env = Vec::with_capacity(n);
         for _ in 0..n {
@@ -496,7 +527,19 @@ impl Policy {
         if !r.0.is_empty() {
             return Err(PolicyError::Decode("trailing bytes"));
         }
-        Ok(Policy { workspace, workspace_writable, read_only, read_write, env, cwd, limits, tmp_size, net, allow_pty })
+        Ok(Policy {
+            workspace,
+            workspace_writable,
+            read_only,
+            read_write,
+            hide,
+            env,
+            cwd,
+            limits,
+            tmp_size,
+            net,
+            allow_pty,
+        })
     }
 
     /// The encoding as lowercase hex, for the [`POLICY_ENV`] variable.

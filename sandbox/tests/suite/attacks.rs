@@ -6,15 +6,29 @@
 //! `attacks.json` format (shared with the gateway's end-to-end tests): `name`, `story`, `argv`,
 //! optional `setup` (`secret`, `secret_link`, `host_tcp`, `host_abstract`, `other_job`,
 //! `inherited_fd`, `env_secret`, `workspace_ro`), and `expect` with optional `exit`,
-//! `output_any` (one must appear in stdout+stderr), `output_absent` (none may appear) and
-//! `file_absent_after` (`path`, `wait_ms`). Placeholders `{WORKSPACE}`, `{SECRET_FILE}`,
-//! `{SECRET_VALUE}`, `{HOST_PID}`, `{HOST_TCP_PORT}`, `{ABSTRACT_NAME}`, `{OTHER_JOB_PID}`,
-//! `{INHERITED_FD}` are substituted by the harness. No output may contain `axp-sandbox:`: the
-//! sandbox itself must have started, so the failure is the attack's own.
+//! `output_any` (one must appear in stdout+stderr), `output_all` (each must appear),
+//! `output_absent` (none may appear), `file_absent_after` (`path`, `wait_ms`; the harness removes
+//! the file if an attack did create it) and `refused` (see below). Placeholders `{WORKSPACE}`,
+//! `{SECRET_FILE}`, `{SECRET_DIR}` (its directory), `{SECRET_DIR_NAME}`, `{SECRET_PARENT}` (the
+//! directory's parent), `{SECRET_VALUE}`, `{HOST_PID}`, `{HOST_TCP_PORT}`, `{ABSTRACT_NAME}`,
+//! `{OTHER_JOB_PID}`, `{INHERITED_FD}` and `{MARK}` (unique to the run) are substituted by the
+//! harness.
+//!
+//! An attack may also stage the workspace and hand the sandbox a policy beyond the workspace
+//! grant: `ws_symlinks` (name in the workspace → symlink target), `ws_files` (relative path in
+//! the workspace → content; directories are made as needed), and `policy` with `read_only`,
+//! `read_write` and `hide` lists, appended to the policy's fields as they are (not through the
+//! builder, which would fold grants inside the workspace into it): the sandbox must be safe
+//! whatever policy it is handed.
+//!
+//! No output may contain `axp-sandbox:`: the sandbox itself must have started, so the failure is
+//! the attack's own. Except with `refused`: then the sandbox must refuse to start, with exit 125
+//! and an `axp-sandbox:` line containing that text, so the command never ran.
 
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -50,8 +64,9 @@ pub(crate) fn load() -> Vec<Value> {
 
 struct Fixture {
     ws: tempfile::TempDir,
-    _secret_dir: tempfile::TempDir,
+    secret_dir: tempfile::TempDir,
     secret_file: PathBuf,
+    mark: String,
     secret_value: String,
     tcp: Option<TcpListener>,
     abstract_name: String,
@@ -59,28 +74,30 @@ struct Fixture {
     other_job: Option<Child>,
 }
 
+/// The workspace policy every attack starts from (read-only with `workspace_ro`).
+fn base_policy(ws: &Path, ro: bool) -> axp_sandbox::Policy {
+    let mut b = axp_sandbox::Policy::builder(ws);
+    if !ro {
+        b = b.fs_write(ws);
+    }
+    b.build().expect("policy")
+}
+
 impl Runner {
-    fn command(&self, ws: &Path, ro: bool, argv: &[String]) -> Command {
+    fn command(&self, policy: &axp_sandbox::Policy, argv: &[String]) -> Command {
         match self {
-            Runner::Library => {
-                let mut b = axp_sandbox::Policy::builder(ws);
-                if !ro {
-                    b = b.fs_write(ws);
-                }
-                let policy = b.build().expect("policy");
-                axp_sandbox::command(&bin(), &policy, argv).expect("command")
-            }
+            Runner::Library => axp_sandbox::command(&bin(), policy, argv).expect("command"),
             Runner::Unprivileged { bin } => {
+                // What `axp_sandbox::command` builds, started through setpriv as uid 65534.
                 let mut c = Command::new("setpriv");
                 c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
                     .arg(bin)
-                    .arg("run")
-                    .arg("--workspace")
-                    .arg(ws);
-                if ro {
-                    c.arg("--ro");
-                }
-                c.arg("--").args(argv);
+                    .arg(axp_sandbox::EXEC_ARG)
+                    .arg("--")
+                    .args(argv)
+                    .env_clear()
+                    .env(axp_sandbox::POLICY_ENV, policy.to_env_value())
+                    .current_dir("/");
                 c.stdin(Stdio::null());
                 c
             }
@@ -88,7 +105,7 @@ impl Runner {
     }
 }
 
-fn fixture(runner: &Runner, setup: &[&str]) -> Fixture {
+fn fixture(runner: &Runner, setup: &[&str], attack: &Value) -> Fixture {
     let ws = workspace();
     if matches!(runner, Runner::Unprivileged { .. }) {
         let c = std::ffi::CString::new(ws.path().as_os_str().as_encoded_bytes()).expect("path");
@@ -103,6 +120,7 @@ fn fixture(runner: &Runner, setup: &[&str]) -> Fixture {
     if setup.contains(&"secret_link") {
         std::os::unix::fs::symlink(&secret_file, ws.path().join("link-to-secret")).expect("plant symlink");
     }
+    let mark = format!("{}-{n}", std::process::id());
     let tcp = setup.contains(&"host_tcp").then(|| TcpListener::bind("127.0.0.1:0").expect("host listener"));
     let abstract_name = format!("axp-test-{}-{n}", std::process::id());
     let abs = setup.contains(&"host_abstract").then(|| {
@@ -111,20 +129,59 @@ fn fixture(runner: &Runner, setup: &[&str]) -> Fixture {
     });
     let other_job = setup.contains(&"other_job").then(|| {
         let other_ws = workspace();
-        let mut c = runner.command(other_ws.path(), true, &["sleep".into(), "30".into()]);
+        let mut c = runner.command(&base_policy(other_ws.path(), true), &["sleep".into(), "30".into()]);
         c.stdout(Stdio::null()).stderr(Stdio::null());
         let child = c.spawn().expect("spawn other job");
         std::thread::sleep(Duration::from_millis(150));
         std::mem::forget(other_ws);
         child
     });
-    Fixture { ws, _secret_dir: secret_dir, secret_file, secret_value, tcp, abstract_name, _abstract: abs, other_job }
+    let f = Fixture { ws, secret_dir, secret_file, mark, secret_value, tcp, abstract_name, _abstract: abs, other_job };
+    stage_workspace(&f, attack);
+    f
+}
+
+/// Plants the attack's `ws_symlinks` and `ws_files` in the workspace, as a job with write access
+/// to it could have done before this one started.
+fn stage_workspace(f: &Fixture, attack: &Value) {
+    for (name, target) in attack["ws_symlinks"].as_object().into_iter().flatten() {
+        let target = subst(target.as_str().expect("symlink target"), f);
+        std::os::unix::fs::symlink(target, f.ws.path().join(name)).expect("plant symlink");
+    }
+    for (rel, content) in attack["ws_files"].as_object().into_iter().flatten() {
+        let path = f.ws.path().join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, subst(content.as_str().expect("file content"), f)).expect("write file");
+    }
+}
+
+/// The policy the attack runs under: the workspace grant, plus the attack's own `policy` lists
+/// appended to the fields as they are.
+fn attack_policy(f: &Fixture, attack: &Value, ro: bool) -> axp_sandbox::Policy {
+    let mut p = base_policy(f.ws.path(), ro);
+    let paths = |key: &str| -> Vec<PathBuf> {
+        attack["policy"][key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| PathBuf::from(subst(v.as_str().expect("path"), f)))
+            .collect()
+    };
+    p.read_only.extend(paths("read_only"));
+    p.read_write.extend(paths("read_write"));
+    p.hide.extend(paths("hide"));
+    p
 }
 
 fn subst(s: &str, f: &Fixture) -> String {
+    let dir = f.secret_dir.path();
     let mut s = s
         .replace("{WORKSPACE}", &f.ws.path().to_string_lossy())
         .replace("{SECRET_FILE}", &f.secret_file.to_string_lossy())
+        .replace("{SECRET_DIR_NAME}", &String::from_utf8_lossy(dir.file_name().expect("name").as_bytes()))
+        .replace("{SECRET_DIR}", &dir.to_string_lossy())
+        .replace("{SECRET_PARENT}", &dir.parent().expect("parent").to_string_lossy())
+        .replace("{MARK}", &f.mark)
         .replace("{SECRET_VALUE}", &f.secret_value)
         .replace("{HOST_PID}", &std::process::id().to_string())
         .replace("{ABSTRACT_NAME}", &f.abstract_name)
@@ -145,14 +202,15 @@ pub(crate) fn run_attack(runner: &Runner, attack: &Value) -> Result<(), String> 
     let name = attack["name"].as_str().unwrap_or("?");
     let setup: Vec<&str> =
         attack["setup"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-    let mut f = fixture(runner, &setup);
+    let mut f = fixture(runner, &setup, attack);
     let argv: Vec<String> = attack["argv"]
         .as_array()
         .ok_or(format!("{name}: argv missing"))?
         .iter()
         .map(|v| subst(v.as_str().unwrap_or_default(), &f))
         .collect();
-    let mut cmd = runner.command(f.ws.path(), setup.contains(&"workspace_ro"), &argv);
+    let policy = attack_policy(&f, attack, setup.contains(&"workspace_ro"));
+    let mut cmd = runner.command(&policy, &argv);
     if setup.contains(&"env_secret") {
         cmd.env("AXP_TEST_SECRET", &f.secret_value);
     }
@@ -176,7 +234,21 @@ pub(crate) fn run_attack(runner: &Runner, attack: &Value) -> Result<(), String> 
     let all = out.all();
     let ctx = || format!("{name}: status {:?}, output:\n{all}", out.status);
     let expect = &attack["expect"];
-    if all.contains("axp-sandbox:") {
+    // Checked first, so that an escape that did happen is still cleaned up and reported.
+    if let Some(fa) = expect.get("file_absent_after") {
+        let path = subst(fa["path"].as_str().unwrap_or_default(), &f);
+        std::thread::sleep(Duration::from_millis(fa["wait_ms"].as_u64().unwrap_or(1000)));
+        if Path::new(&path).exists() {
+            let _ = std::fs::remove_file(&path);
+            return Err(format!("{path} appeared (removed again): the attack wrote it\n{}", ctx()));
+        }
+    }
+    if let Some(why) = expect["refused"].as_str() {
+        let line = out.stderr.lines().find(|l| l.starts_with("axp-sandbox:"));
+        if out.code() != Some(axp_sandbox::EXIT_SETUP) || !line.is_some_and(|l| l.contains(why)) {
+            return Err(format!("expected the sandbox to refuse to start ({why:?})\n{}", ctx()));
+        }
+    } else if all.contains("axp-sandbox:") {
         return Err(format!("sandbox setup failed, not the attack\n{}", ctx()));
     }
     if let Some(code) = expect["exit"].as_i64().filter(|c| out.code() != Some(*c as i32)) {
@@ -188,19 +260,18 @@ pub(crate) fn run_attack(runner: &Runner, attack: &Value) -> Result<(), String> 
             return Err(format!("expected one of {wanted:?}\n{}", ctx()));
         }
     }
+    for wanted in expect["output_all"].as_array().into_iter().flatten() {
+        let w = subst(wanted.as_str().unwrap_or_default(), &f);
+        if !all.contains(&w) {
+            return Err(format!("expected {w:?} in the output\n{}", ctx()));
+        }
+    }
     if let Some(absent) = expect["output_absent"].as_array() {
         for a in absent {
             let a = subst(a.as_str().unwrap_or_default(), &f);
             if all.contains(&a) {
                 return Err(format!("output leaked {a:?}\n{}", ctx()));
             }
-        }
-    }
-    if let Some(fa) = expect.get("file_absent_after") {
-        let path = subst(fa["path"].as_str().unwrap_or_default(), &f);
-        std::thread::sleep(Duration::from_millis(fa["wait_ms"].as_u64().unwrap_or(1000)));
-        if Path::new(&path).exists() {
-            return Err(format!("{path} appeared: a process outlived its job\n{}", ctx()));
         }
     }
     if let Some(mut other) = f.other_job.take() {
@@ -294,4 +365,80 @@ attacks!(
     kexec_load,
     init_module,
     read_dev_kmsg,
+    grant_symlink_to_host_etc,
+    grant_symlink_to_dir_outside_sandbox,
+    grant_below_symlinked_parent,
+    readonly_grant_symlink_final_component,
+    hidden_state_dir_in_workspace,
+    hidden_file_in_workspace,
+    hidden_path_moved_away,
 );
+
+/// The race the no-follow mounts close: a granted workspace directory is swapped with a symlink
+/// to a secret directory (atomically, `renameat2(RENAME_EXCHANGE)`, as fast as a host thread can)
+/// while jobs granted that directory start. A sandbox that resolves the grant once and opens it,
+/// or its mount point, again later can be caught between two states and mount the secret; one
+/// that opens each side exactly once, never through a symlink, either binds the real directory
+/// or refuses. Every job here must print the decoy or be refused, and both must happen.
+#[test]
+fn grant_swapped_for_a_symlink_while_the_sandbox_starts() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    let ws = workspace();
+    let secret_dir = tempfile::Builder::new().prefix("axp-secret-").tempdir().expect("tempdir");
+    let secret = format!("axp-race-secret-{}", std::process::id());
+    std::fs::write(secret_dir.path().join("data.txt"), &secret).expect("write secret");
+    let (x, y) = (ws.path().join("x"), ws.path().join("y"));
+    std::fs::create_dir(&x).expect("mkdir");
+    std::fs::write(x.join("data.txt"), "decoy").expect("write decoy");
+    std::os::unix::fs::symlink(secret_dir.path(), &y).expect("symlink");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let stop = stop.clone();
+        let (xc, yc) = (cstring(&x), cstring(&y));
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: renameat2 on two NUL-terminated paths we own; RENAME_EXCHANGE (2).
+                let r = unsafe {
+                    libc::syscall(libc::SYS_renameat2, libc::AT_FDCWD, xc.as_ptr(), libc::AT_FDCWD, yc.as_ptr(), 2)
+                };
+                assert_eq!(r, 0, "renameat2: {}", std::io::Error::last_os_error());
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let mut policy = axp_sandbox::Policy::builder(ws.path()).build().expect("policy");
+    policy.read_only.push(x.clone());
+    let argv = vec!["cat".to_string(), x.join("data.txt").to_string_lossy().into_owned()];
+    let (mut decoy, mut refused) = (0, 0);
+    let mut leaks = Vec::new();
+    for _ in 0..40 {
+        let mut cmd = axp_sandbox::command(&bin(), &policy, &argv).expect("command");
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+        let o = finish(&mut cmd.spawn().expect("spawn"), 30);
+        let all = o.all();
+        if all.contains(&secret) {
+            leaks.push(all);
+        } else if o.code() == Some(0) && o.stdout == "decoy" {
+            decoy += 1;
+        } else if o.code() == Some(axp_sandbox::EXIT_SETUP) && o.stderr.contains("is a symbolic link") {
+            refused += 1;
+        } else if !(o.code() == Some(1) && o.stderr.contains("No such file or directory")) {
+            // `cat` itself can also lose the race inside (the name it opens was swapped since
+            // the sandbox bound the directory there); anything else is unexpected.
+            panic!("unexpected outcome: {o:?}");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = flipper.join().expect("flipper");
+    assert!(leaks.is_empty(), "{} of 40 jobs read the secret through the swapped grant:\n{}", leaks.len(), leaks[0]);
+    assert!(decoy > 0 && refused > 0, "the race was not exercised: {decoy} decoys, {refused} refusals, {swaps} swaps");
+}
+
+fn cstring(p: &Path) -> std::ffi::CString {
+    std::ffi::CString::new(p.as_os_str().as_bytes()).expect("path")
+}

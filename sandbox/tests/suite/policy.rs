@@ -1,5 +1,5 @@
-//! The policy model and its encoding: round trips, validation, and refusal of malformed or
-//! forged blobs (the exec process must never half-read a policy).
+//! The policy model and its encoding: round trips, validation, hidden paths, and refusal of
+//! malformed, forged or other-version blobs (the exec process must never half-read a policy).
 
 use std::ffi::OsString;
 
@@ -11,6 +11,7 @@ fn sample() -> Policy {
         .fs_read("/root/.pyenv/versions/3.11.7")
         .fs_read("/work/ws/sub")
         .fs_write("/var/cache/axp")
+        .hide("/work/ws/.axp-state")
         .net_proxy("/run/axp/proxy.sock", 18080)
         .env("SECRET", OsString::from("va=l\u{e9}"))
         .pty(true)
@@ -32,6 +33,7 @@ fn builder_compiles_grants() {
     assert!(p.workspace_writable);
     assert_eq!(p.read_only, vec![std::path::PathBuf::from("/root/.pyenv/versions/3.11.7")]);
     assert_eq!(p.read_write, vec![std::path::PathBuf::from("/var/cache/axp")]);
+    assert_eq!(p.hide, vec![std::path::PathBuf::from("/work/ws/.axp-state")]);
     assert_eq!(p.cwd, std::path::PathBuf::from("/work/ws"));
     let ro = Policy::builder("/w").build().expect("policy");
     assert!(!ro.workspace_writable);
@@ -76,11 +78,42 @@ fn malformed_encodings_are_refused() {
     magic[0] = b'X';
     assert!(Policy::decode(&magic).is_err());
     // A forged huge element count must not allocate or loop.
-    let mut forged = b"AXPSBX1\0".to_vec();
+    let mut forged = b"AXPSBX2\0".to_vec();
     forged.extend_from_slice(&4u32.to_le_bytes());
     forged.extend_from_slice(b"/w/x");
     forged.push(1);
     forged.extend_from_slice(&u64::MAX.to_le_bytes());
     assert!(Policy::decode(&forged).is_err());
     assert!(Policy::from_env_value(std::ffi::OsStr::new("zz")).is_err());
+}
+
+#[test]
+fn reads_below_a_hidden_path_are_kept_even_inside_the_workspace() {
+    // A read inside the workspace is normally folded into the workspace grant; below a hidden
+    // path the mask covers it, so it must stay a grant of its own to be bound on top.
+    let p = Policy::builder("/w")
+        .fs_write("/w")
+        .hide("/w/state")
+        .fs_read("/w/state/codemode/job")
+        .fs_read("/w/src")
+        .build()
+        .expect("policy");
+    assert_eq!(p.read_only, vec![std::path::PathBuf::from("/w/state/codemode/job")]);
+    assert_eq!(p.hide, vec![std::path::PathBuf::from("/w/state")]);
+    for bad in ["relative", "/w/../etc", "/", "/proc/1"] {
+        assert!(
+            matches!(Policy::builder("/w").hide(bad).build(), Err(PolicyError::BadPath { .. })),
+            "hiding {bad} must be refused"
+        );
+    }
+}
+
+#[test]
+fn a_blob_of_the_previous_version_is_refused() {
+    // Version 1 had no hidden paths: read with this field order, its environment count would be
+    // taken for the hidden paths. The magic carries the version, so it is refused outright.
+    let mut old = sample().encode();
+    assert_eq!(&old[..8], b"AXPSBX2\0");
+    old[6] = b'1';
+    assert_eq!(Policy::decode(&old), Err(PolicyError::Decode("wrong magic or version")));
 }

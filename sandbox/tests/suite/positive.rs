@@ -1,7 +1,8 @@
 //! Allowed work still works: writing in the workspace, reading /usr, running the pyenv python3
 //! and node, pipes, /tmp, stdio through the sandbox (as MCP stdio servers use it), exit codes and
-//! signals, exact environment, PTYs when granted, and clean failures (125/127) when the sandbox
-//! or the program cannot start.
+//! signals (relayed into the job, to a PTY job's foreground group, and never outside its pid
+//! namespace), exact environment, PTYs when granted, merged-/usr symlinks, grants below a hidden
+//! path, and clean failures (125/127) when the sandbox or the program cannot start.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -247,8 +248,11 @@ fn policy_without_exec_process_refuses_to_run() {
     assert!(o.stderr.contains("AXP_SANDBOX_POLICY is not set"), "{o:?}");
 }
 
+/// A grant's host path is opened without following any symlink, even where the path does not
+/// cross one inside the sandbox (here the alias's directory exists only on the host): a symlink
+/// there is refused, never resolved, so the grant cannot be redirected on the host either.
 #[test]
-fn granted_path_behind_a_symlinked_parent_is_exposed_at_the_named_path() {
+fn granted_path_behind_a_symlinked_parent_is_refused() {
     let real = workspace();
     std::fs::create_dir(real.path().join("ws")).expect("mkdir");
     let alias_dir = workspace();
@@ -257,9 +261,52 @@ fn granted_path_behind_a_symlinked_parent_is_exposed_at_the_named_path() {
     let named = alias.join("ws");
     let p = policy(&named).build().expect("policy");
     let o = sandboxed(&p, &["sh", "-c", "pwd && echo hi > f"]);
-    ok(&o);
-    assert_eq!(o.stdout.trim(), named.to_str().expect("utf8"));
+    assert_eq!(o.code(), Some(axp_sandbox::EXIT_SETUP), "{o:?}");
+    let expected = format!("{} is a symbolic link on the host", alias.display());
+    assert!(o.stderr.starts_with("axp-sandbox: ") && o.stderr.contains(&expected), "{o:?}");
+    assert!(!real.path().join("ws/f").exists(), "the command ran");
+    // The resolved path works.
+    let p = policy(&real.path().join("ws")).build().expect("policy");
+    ok(&sandboxed(&p, &["sh", "-c", "echo hi > f"]));
     assert!(real.path().join("ws/f").exists());
+}
+
+/// Merged /usr: the top-level symlinks are recreated inside as the same symlinks.
+#[test]
+fn system_symlinks_are_recreated() {
+    let ws = workspace();
+    let p = policy(ws.path()).build().expect("policy");
+    let names = ["/bin", "/sbin", "/lib", "/lib64"];
+    let host: Vec<String> = names
+        .iter()
+        .map(|n| std::fs::read_link(n).map(|t| t.to_string_lossy().into_owned()).unwrap_or_else(|_| "-".into()))
+        .collect();
+    let script = names.iter().map(|n| format!("readlink {n} || echo -")).collect::<Vec<_>>().join("; ");
+    let o = sandboxed(&p, &["/usr/bin/sh", "-c", &script]);
+    ok(&o);
+    assert_eq!(o.stdout.lines().collect::<Vec<_>>(), host, "{o:?}");
+}
+
+/// A writable grant below a hidden path is bound on top of the mask and stays writable; the
+/// rest of the hidden directory stays empty and read-only.
+#[test]
+fn writable_grant_below_a_hidden_path() {
+    let ws = workspace();
+    let state = ws.path().join("state");
+    std::fs::create_dir_all(state.join("egress/owner")).expect("mkdir");
+    std::fs::write(state.join("audit.log"), "audit").expect("write");
+    let p = policy(ws.path()).hide(&state).fs_write(state.join("egress/owner")).build().expect("policy");
+    let script = format!(
+        "ls -A {s}; echo written > {s}/egress/owner/out; echo x > {s}/new || echo refused",
+        s = state.display()
+    );
+    let o = sandboxed(&p, &["sh", "-c", &script]);
+    ok(&o);
+    assert!(o.stdout.starts_with("egress\n") && o.stdout.ends_with("refused\n"), "{o:?}");
+    assert!(o.stderr.contains("Read-only file system"), "{o:?}");
+    assert_eq!(std::fs::read_to_string(state.join("egress/owner/out")).expect("read"), "written\n");
+    assert!(!state.join("new").exists());
+    assert_eq!(std::fs::read_to_string(state.join("audit.log")).expect("read"), "audit");
 }
 
 #[test]
@@ -283,4 +330,203 @@ fn attack_cpu_burn_is_stopped_by_the_cpu_limit() {
         .expect("policy");
     let o = sandboxed(&p, &["python3", "-c", "while True: pass"]);
     assert_eq!(signal_of(&o), Some(libc::SIGXCPU), "{o:?}");
+}
+
+/// The fields after the command name in `/proc/<pid>/stat` (state, ppid, pgrp, session, tty,
+/// tpgid, …), or `None` once the process is gone.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(s[s.rfind(')')? + 1..].split_whitespace().map(str::to_string).collect())
+}
+
+/// The host pid of the first descendant of `root` named `comm` that `accept`s.
+fn find_descendant(root: u32, comm: &str, accept: impl Fn(u32) -> bool) -> Option<u32> {
+    let mut parent = std::collections::HashMap::new();
+    let mut names = std::collections::HashMap::new();
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(s) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        let (Some(open), Some(close)) = (s.find('('), s.rfind(')')) else { continue };
+        let ppid = s[close + 1..].split_whitespace().nth(1).and_then(|v| v.parse::<u32>().ok());
+        names.insert(pid, s[open + 1..close].to_string());
+        parent.insert(pid, ppid.unwrap_or(0));
+    }
+    let is_below = |mut p: u32| {
+        while let Some(&pp) = parent.get(&p) {
+            if pp == root {
+                return true;
+            }
+            p = pp;
+        }
+        false
+    };
+    names.iter().find(|(pid, n)| n.as_str() == comm && is_below(**pid) && accept(**pid)).map(|(pid, _)| *pid)
+}
+
+/// A process that is the foreground process group of its terminal (its `pgrp` is `tpgid`).
+fn in_foreground(pid: u32) -> bool {
+    stat_fields(pid).is_some_and(|f| f.len() > 5 && f[2] == f[5] && f[5] != "-1")
+}
+
+/// Polls until `f` returns something, for at most `secs`.
+fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A pseudo-terminal pair: the master (read by the test) and the slave (the job's stdio).
+fn openpty() -> (std::fs::File, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let (mut m, mut s) = (-1, -1);
+    // SAFETY: openpty writes two new descriptors into the locals; no name, termios or size.
+    let r = unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    unsafe { (std::fs::File::from_raw_fd(m), std::os::fd::OwnedFd::from_raw_fd(s)) }
+}
+
+/// Gives `cmd` the terminal as stdin, stdout and stderr.
+fn on_terminal(cmd: &mut std::process::Command, slave: &std::os::fd::OwnedFd) {
+    let io = || Stdio::from(slave.try_clone().expect("dup slave"));
+    cmd.stdin(io()).stdout(io()).stderr(io());
+}
+
+/// Reads everything the terminal prints until every slave is closed (EIO on Linux).
+fn drain(mut master: std::fs::File) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match std::io::Read::read(&mut master, &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    })
+}
+
+/// Waits for `child` with a deadline, killing it after that.
+fn wait_child(child: &mut std::process::Child, secs: u64) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the job did not end within {secs}s ({:?})", child.wait());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// ^C, as the gateway sends it: SIGINT to the exec process only. A shell with job control runs
+/// `sleep` in its own foreground process group; the signal must reach that group (the `sleep`
+/// ends with 130), not the shell, as at a real terminal. The shell traps SIGINT: a shell waiting
+/// for a foreground command runs its trap only after the command ends, so a signal that reached
+/// only the shell would leave `sleep` running. (dash re-raises SIGINT on itself when its
+/// foreground job died of it, hence the trap's line.)
+#[test]
+fn pty_signal_reaches_the_foreground_process_group() {
+    let ws = workspace();
+    let p = policy(ws.path()).pty(true).build().expect("policy");
+    let script = "trap 'echo trapped' INT; set -m; sleep 1000; echo \"rc=$?\"; echo shell-alive";
+    let argv = ["sh".to_string(), "-c".into(), script.into()];
+    let (master, slave) = openpty();
+    let mut cmd = axp_sandbox::command(&bin(), &p, &argv).expect("command");
+    on_terminal(&mut cmd, &slave);
+    let mut child = cmd.spawn().expect("spawn");
+    // The command holds copies of the slave until it is dropped; the output ends when the last
+    // slave closes.
+    drop((cmd, slave));
+    let out = drain(master);
+    let exec = child.id();
+    wait_for(20, "sleep in the foreground", || find_descendant(exec, "sleep", in_foreground));
+    axp_sandbox::signal_job(exec, libc::SIGINT).expect("signal the job");
+    let status = wait_child(&mut child, 20);
+    let out = out.join().expect("terminal output");
+    assert_eq!(status.code(), Some(0), "{status:?}, output:\n{out}");
+    assert!(out.contains("rc=130") && out.contains("shell-alive"), "output:\n{out}");
+}
+
+/// The foreground group is looked up and signalled inside the job's pid namespace only. Here the
+/// job runs in a pid namespace of the test's own (`unshare --pid`), where a bystander owns a
+/// process group with the very number the job's foreground group has inside: SIGINT relayed by
+/// the exec process ends the job's `sleep` and leaves the bystander alone.
+#[test]
+fn pty_signal_never_leaves_the_job_pid_namespace() {
+    let ws = workspace();
+    let p = policy(ws.path()).pty(true).build().expect("policy");
+    let (master, slave) = openpty();
+    // Pids in the fresh namespace: 1 this script, 2 `true`, 3 the bystander (`setsid` makes it
+    // the leader of group 3), 4 the exec process. Inside the job: 1 init, 2 the shell, 3 `sleep`
+    // in its own foreground group 3.
+    let script = r#"true & setsid sleep 1000 &
+"$AXP_BIN" __sandbox-exec -- sh -c 'trap "echo trapped" INT; set -m; sleep 1000; echo "rc=$?"'
+echo "job-exit=$?"
+kill -0 3 && echo bystander-alive
+kill 3"#;
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c", script])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("AXP_BIN", bin())
+        .env(axp_sandbox::POLICY_ENV, p.to_env_value());
+    on_terminal(&mut cmd, &slave);
+    let mut child = cmd.spawn().expect("spawn unshare");
+    drop((cmd, slave));
+    let out = drain(master);
+    let unshare = child.id();
+    // The job's sleep is three pid namespaces deep (host, the test's, the job's).
+    let nspid = |pid: u32, key: &str| -> Option<Vec<String>> {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = s.lines().find(|l| l.starts_with(key))?;
+        Some(line[key.len()..].split_whitespace().map(str::to_string).collect())
+    };
+    let sleep = wait_for(20, "the job's sleep in the foreground", || {
+        find_descendant(unshare, "sleep", |p| in_foreground(p) && nspid(p, "NSpid:").is_some_and(|v| v.len() == 3))
+    });
+    let bystander =
+        find_descendant(unshare, "sleep", |p| nspid(p, "NSpid:").is_some_and(|v| v.len() == 2)).expect("bystander");
+    let inner_group = nspid(sleep, "NSpgid:").and_then(|v| v.last().cloned());
+    let bystander_group = nspid(bystander, "NSpgid:").and_then(|v| v.last().cloned());
+    assert_eq!(inner_group, bystander_group, "the pids did not line up as planned; nothing was tested");
+    // The exec process is the sleep's great-grandparent (sleep -> shell -> init -> exec).
+    let up = |pid: u32| stat_fields(pid).and_then(|f| f[1].parse::<u32>().ok()).expect("ppid");
+    let exec = up(up(up(sleep)));
+    axp_sandbox::signal_job(exec, libc::SIGINT).expect("signal the job");
+    let status = wait_child(&mut child, 20);
+    let out = out.join().expect("terminal output");
+    assert!(status.success(), "{status:?}, output:\n{out}");
+    assert!(out.contains("rc=130") && out.contains("job-exit=0"), "output:\n{out}");
+    assert!(out.contains("bystander-alive"), "the bystander got the job's signal; output:\n{out}");
+}
+
+/// SIGSTOP and SIGKILL cannot be caught, so they travel to the exec process as real-time
+/// carriers and are turned back into themselves inside the job; SIGCONT is relayed as itself.
+#[test]
+fn stop_continue_and_kill_reach_the_target() {
+    let ws = workspace();
+    let p = policy(ws.path()).build().expect("policy");
+    let (mut child, first) = spawn_ready(&p, "echo ready; while :; do sleep 0.05; done");
+    assert_eq!(first, "ready\n");
+    let exec = child.id();
+    let target = wait_for(10, "the target", || find_descendant(exec, "sh", |_| true));
+    let state = |pid| stat_fields(pid).map(|f| f[0].clone());
+    axp_sandbox::signal_job(exec, libc::SIGSTOP).expect("stop");
+    wait_for(10, "the target to stop", || (state(target).as_deref() == Some("T")).then_some(()));
+    assert!(child.try_wait().expect("try_wait").is_none(), "the exec process itself ended");
+    axp_sandbox::signal_job(exec, libc::SIGCONT).expect("continue");
+    wait_for(10, "the target to run again", || (state(target).as_deref() != Some("T")).then_some(()));
+    axp_sandbox::signal_job(exec, libc::SIGKILL).expect("kill");
+    let status = wait_child(&mut child, 10);
+    assert_eq!(signal_of(&Outcome { status, stdout: String::new(), stderr: String::new() }), Some(libc::SIGKILL));
+    assert!(axp_sandbox::signal_job(exec, libc::SIGSEGV).is_err(), "only relayed signals are accepted");
 }
