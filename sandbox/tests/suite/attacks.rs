@@ -405,7 +405,9 @@ fn grant_swapped_for_a_symlink_while_the_sandbox_starts() {
                 let r = unsafe {
                     libc::syscall(libc::SYS_renameat2, libc::AT_FDCWD, xc.as_ptr(), libc::AT_FDCWD, yc.as_ptr(), 2)
                 };
-                assert_eq!(r, 0, "renameat2: {}", std::io::Error::last_os_error());
+                if r != 0 {
+                    break;
+                }
                 swaps += 1;
             }
             swaps
@@ -415,7 +417,7 @@ fn grant_swapped_for_a_symlink_while_the_sandbox_starts() {
     policy.read_only.push(x.clone());
     let argv = vec!["cat".to_string(), x.join("data.txt").to_string_lossy().into_owned()];
     let (mut decoy, mut refused) = (0, 0);
-    let mut leaks = Vec::new();
+    let (mut leaks, mut others) = (Vec::new(), Vec::new());
     for _ in 0..40 {
         let mut cmd = axp_sandbox::command(&bin(), &policy, &argv).expect("command");
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
@@ -430,12 +432,13 @@ fn grant_swapped_for_a_symlink_while_the_sandbox_starts() {
         } else if !(o.code() == Some(1) && o.stderr.contains("No such file or directory")) {
             // `cat` itself can also lose the race inside (the name it opens was swapped since
             // the sandbox bound the directory there); anything else is unexpected.
-            panic!("unexpected outcome: {o:?}");
+            others.push(format!("{o:?}"));
         }
     }
     stop.store(true, Ordering::Relaxed);
     let swaps = flipper.join().expect("flipper");
     assert!(leaks.is_empty(), "{} of 40 jobs read the secret through the swapped grant:\n{}", leaks.len(), leaks[0]);
+    assert!(others.is_empty(), "unexpected outcomes:\n{}", others.join("\n"));
     assert!(decoy > 0 && refused > 0, "the race was not exercised: {decoy} decoys, {refused} refusals, {swaps} swaps");
 }
 

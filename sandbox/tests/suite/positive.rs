@@ -332,6 +332,60 @@ fn attack_cpu_burn_is_stopped_by_the_cpu_limit() {
     assert_eq!(signal_of(&o), Some(libc::SIGXCPU), "{o:?}");
 }
 
+/// The gateway's layout: its state directory inside the workspace is hidden, and the job's
+/// egress directory below it (the proxy socket's) and its code-mode directory are bound on top
+/// of the mask. The forwarder reaches the socket through the mask, and nothing else of the state
+/// directory is visible.
+#[test]
+fn proxy_socket_and_code_mode_dir_below_a_hidden_state_dir() {
+    use std::io::{Read, Write};
+    let ws = workspace();
+    let state = ws.path().join(".axp");
+    let (egress, codemode) = (state.join("egress/owner"), state.join("codemode/job"));
+    std::fs::create_dir_all(&egress).expect("mkdir");
+    std::fs::create_dir_all(&codemode).expect("mkdir");
+    std::fs::write(codemode.join("main.py"), "print('code-mode')").expect("write");
+    std::fs::write(state.join("signing.key"), "state-secret").expect("write");
+    let sock = egress.join("proxy.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 16];
+            if let Ok(n) = s.read(&mut buf) {
+                let _ = s.write_all(&[b"via-proxy:".as_slice(), &buf[..n]].concat());
+            }
+        }
+    });
+    let p = policy(ws.path()).hide(&state).fs_read(&codemode).net_proxy(&sock, 18080).build().expect("policy");
+    let code = format!(
+        "import socket,os,runpy\n\
+         s=socket.create_connection(('127.0.0.1',18080),timeout=5); s.sendall(b'hi'); print(s.recv(64).decode())\n\
+         runpy.run_path('{}')\n\
+         print(sorted(os.listdir('{}')))",
+        codemode.join("main.py").display(),
+        state.display()
+    );
+    let o = sandboxed(&p, &["python3", "-c", &code]);
+    ok(&o);
+    assert_eq!(o.stdout, "via-proxy:hi\ncode-mode\n['codemode', 'egress']\n", "{o:?}");
+}
+
+/// A grant of a single file is bound at its own path (its mount point is an empty file created
+/// without following any symlink); nothing else of its directory is visible.
+#[test]
+fn single_file_grant() {
+    let ws = workspace();
+    let dir = workspace();
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, "answer = 42").expect("write");
+    std::fs::write(dir.path().join("other.txt"), "not granted").expect("write");
+    let p = policy(ws.path()).fs_read(&file).build().expect("policy");
+    let script = format!("cat {}; ls {}", file.display(), dir.path().display());
+    let o = sandboxed(&p, &["sh", "-c", &script]);
+    ok(&o);
+    assert_eq!(o.stdout, "answer = 42config.toml\n", "{o:?}");
+}
+
 /// The fields after the command name in `/proc/<pid>/stat` (state, ppid, pgrp, session, tty,
 /// tpgid, …), or `None` once the process is gone.
 fn stat_fields(pid: u32) -> Option<Vec<String>> {
