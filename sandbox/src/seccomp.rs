@@ -22,7 +22,8 @@
 //! `clone3`, `cachestat`, `map_shadow_stack`, the `*xattrat` calls, `lsm_*`, and whatever the
 //! next kernel adds. libc and language runtimes read `ENOSYS` as "this kernel predates the call"
 //! and take the fallback they already have for old kernels. `EPERM` makes many of them fail hard
-//! instead (glibc's `faccessat2` emulation is the known case). The same holds for old calls left
+//! instead: glibc falls back from `faccessat2` only on `ENOSYS`, and containers whose filters
+//! answered `EPERM` broke on it. The same holds for old calls left
 //! off the list because ordinary programs do without them: `io_setup` (Linux AIO), `mbind` and
 //! `set_mempolicy` (NUMA, which `ps` probes), `vmsplice`, `memfd_secret`, `process_madvise`.
 //!
@@ -40,8 +41,8 @@
 //!   autoload behind it) runs before the pair operation can fail.
 //! * `ioctl` with any request except `TIOCSTI` (pushing input into a terminal) and `TIOCLINUX`
 //!   (console control). Those two fail with `EPERM`.
-//! * `personality` only as the query (`0xffffffff`) or to set `PER_LINUX` (0), which glibc and
-//!   Python use. Setting a flag fails with `EPERM`. The flags switch off address-space
+//! * `personality` only as the query (`0xffffffff`) or to set `PER_LINUX` (0), which reads or
+//!   resets the persona. Setting a flag fails with `EPERM`. The flags switch off address-space
 //!   randomisation, make readable memory executable, or fake an old kernel version: they help an
 //!   exploit and no ordinary program needs them.
 //! * `memfd_create` only with `MFD_NOEXEC_SEAL` (and without `MFD_EXEC`). Any other form fails
@@ -58,11 +59,13 @@
 //! memfd by any path. The other forms fail with `ENOSYS`, which programs read as "no memfd on
 //! this kernel". Those with a fallback use a file in `/dev/shm` or `/tmp` instead, which the
 //! mount tree and Landlock do cover. Those without one fail (Python's `os.memfd_create(name)`
-//! without the flag, for example). A kernel older than 6.3 rejects the unknown flag itself (`EINVAL`), so there
-//! memfds are unavailable rather than executable. Today this takes no capability away, since a
-//! job may write a program to its workspace or `/tmp` and run it (compilers need that). What it
-//! gives is that every program a job executes is a file in a mount that the policy governs, so
-//! making those mounts `noexec` would close execution completely.
+//! without the flag, for example). A kernel older than 6.3 rejects the unknown flag itself
+//! (`EINVAL`), so there memfds are unavailable rather than executable. Today this takes no
+//! capability away, since a job may write a program to its workspace or `/tmp` and run it
+//! (compilers need that). What it gives is that every program a job starts with `execve` is a
+//! file in a mount that the policy governs, so mount flags and Landlock rules about execution
+//! apply to all of them. Code run inside a process (a script, a JIT, an ELF loaded by hand) is
+//! beyond any rule about execution, here as everywhere.
 //!
 //! **pidfd_open** and `pidfd_send_signal` are allowed. Python's asyncio, glibc's `pidfd_spawn`
 //! and process supervisors use them. A pid is looked up in the caller's pid namespace, which
