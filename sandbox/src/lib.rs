@@ -1,11 +1,12 @@
 //! `axp-sandbox`: AXP's `kernel-lsm` tier on Linux — the policy model ([`Policy`], pure data
-//! compiled by the gateway from a session's grants), host probing ([`probe`]), and the
+//! compiled by the gateway from a session's grants), host probing ([`probe()`]), and the
 //! enforcement entry ([`exec_main`]) that the gateway's own binary runs as `__sandbox-exec`.
 //!
 //! Enforcement never runs in the caller: [`command`] builds a [`std::process::Command`] that
 //! re-executes the gateway binary, and that fresh single-threaded process enters namespaces,
 //! builds a minimal root, applies rlimits, Landlock and seccomp, and only then `execve()`s the
-//! target. This crate knows nothing about tokio, HTTP, MCP or capability tokens; it depends on
+//! target; a running job is signalled only through that process, with [`signal_job`]. This
+//! crate knows nothing about tokio, HTTP, MCP or capability tokens; it depends on
 //! libc, landlock and seccompiler only. Unsafe code is allowed here (and only here in the
 //! workspace); every block carries a `// SAFETY:` comment.
 #![allow(unsafe_code)]

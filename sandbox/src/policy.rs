@@ -91,7 +91,8 @@ pub struct Policy {
     /// Host paths that must not be visible inside even where a bound path contains them. Each
     /// is resolved on the host and, wherever it is visible inside, covered by an empty
     /// read-only mask (an empty directory, or an empty file for anything else). Grants below a
-    /// hidden path are still bound, on top of its mask.
+    /// hidden path are still bound, on top of its mask; a grant of the hidden path itself is
+    /// masked with it.
     pub hide: Vec<PathBuf>,
     /// The child's complete environment, in order; nothing is inherited.
     pub env: Vec<(OsString, OsString)>,
