@@ -15,9 +15,10 @@
 //!
 //! When B exits, the kernel kills every process left in the pid namespace, so nothing outlives
 //! the job. Signals for the job go to A only, the caller's own child: A relays them to B, and B
-//! picks the recipient inside the job's pid namespace, where no pid can name a process outside. Every mandatory step that fails ends the process with [`EXIT_SETUP`] and one line on
-//! stderr starting `axp-sandbox:`; the target never runs unconfined. This module must not be
-//! entered from a multi-threaded process (it forks and expects a single thread).
+//! picks the recipient inside the job's pid namespace, where no pid can name a process outside.
+//! Every mandatory step that fails ends the process with [`EXIT_SETUP`] and one line on stderr
+//! starting `axp-sandbox:`; the target never runs unconfined. This module must not be entered
+//! from a multi-threaded process (it forks and expects a single thread).
 
 use std::ffi::{CString, OsString};
 use std::io::{Read, Write};
