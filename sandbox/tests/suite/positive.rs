@@ -572,7 +572,9 @@ fn stop_continue_and_kill_reach_the_target() {
     let (mut child, first) = spawn_ready(&p, "echo ready; while :; do sleep 0.05; done");
     assert_eq!(first, "ready\n");
     let exec = child.id();
-    let target = wait_for(10, "the target", || find_descendant(exec, "sh", |_| true));
+    // The target leads its own session (setsid); the shell's short-lived forks do not.
+    let leader = |pid: u32| stat_fields(pid).is_some_and(|f| f[3] == pid.to_string());
+    let target = wait_for(10, "the target", || find_descendant(exec, "sh", leader));
     let state = |pid| stat_fields(pid).map(|f| f[0].clone());
     axp_sandbox::signal_job(exec, libc::SIGSTOP).expect("stop");
     wait_for(10, "the target to stop", || (state(target).as_deref() == Some("T")).then_some(()));
