@@ -846,7 +846,7 @@ async fn run_command(
         Err(e) => return failed(format!("cannot prepare the command: {e}")),
     };
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
-    let mut child = match cmd.spawn() {
+    let mut child = match axp_providers::spawn(cmd).await {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot start `{}`: {e}", spec.program)),
     };

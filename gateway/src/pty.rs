@@ -138,10 +138,9 @@ pub async fn run(
         (Err(e), _) | (_, Err(e)) => return End::Failed(format!("cannot share the terminal: {e}")),
     }
     cmd.process_group(0).kill_on_drop(true);
-    let spawned = cmd.spawn();
-    // The command holds copies of the child side; they must be closed here, or reading the
-    // controlling side would never see the end of the job.
-    drop(cmd);
+    // The command holds copies of the child side; the spawner drops it once the child is
+    // forked, or reading the controlling side would never see the end of the job.
+    let spawned = axp_providers::spawn(cmd).await;
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => return End::Failed(format!("cannot start `{}`: {e}", spec.program)),

@@ -478,8 +478,9 @@ impl DylibProvider {
         };
         let mut cmd = launcher.command(&spec)?;
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
-        let mut child =
-            cmd.spawn().map_err(|e| ProviderError::io(format!("starting the plugin host for `{}`", self.id), e))?;
+        let mut child = axp_providers::spawn(cmd)
+            .await
+            .map_err(|e| ProviderError::io(format!("starting the plugin host for `{}`", self.id), e))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(self.unavailable("the plugin host has no stdio pipes".into()));
         };

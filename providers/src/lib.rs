@@ -11,6 +11,9 @@ pub mod cli;
 pub mod mcp;
 mod process;
 pub mod skill;
+mod spawn;
+
+pub use spawn::spawn;
 
 pub use bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOptions};
 pub use cli::{ArgvTemplate, CliProvider, CliToolConfig};

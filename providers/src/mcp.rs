@@ -538,7 +538,7 @@ impl Session {
                     .stderr(Stdio::piped())
                     .process_group(0)
                     .kill_on_drop(true);
-                let mut child = cmd.spawn().map_err(|e| format!("cannot start `{}`: {e}", spec.program))?;
+                let mut child = crate::spawn(cmd).await.map_err(|e| format!("cannot start `{}`: {e}", spec.program))?;
                 let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
                     return Err("the child's stdio pipes are missing".into());
                 };

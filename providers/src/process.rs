@@ -231,7 +231,8 @@ pub(crate) async fn run(
     let RunOptions { tool, timeout, stdout, stderr } = *how;
     let mut cmd = launcher.command(spec)?;
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| ProviderError::io(format!("cannot start `{}`", spec.program), e))?;
+    let mut child =
+        crate::spawn(cmd).await.map_err(|e| ProviderError::io(format!("cannot start `{}`", spec.program), e))?;
     let mut guard = GroupGuard { pgid: child.id() };
     let out = child.stdout.take().map(|r| {
         let sink = sink.clone();
