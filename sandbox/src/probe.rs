@@ -20,7 +20,7 @@ pub struct Layers {
     pub landlock_net: bool,
     /// Whether abstract-unix-socket and signal scoping are in force (ABI >= 6).
     pub landlock_scoping: bool,
-    /// The seccomp-bpf deny list is applied (always true when granted).
+    /// The seccomp-bpf allow list is applied (always true when granted).
     pub seccomp: bool,
     /// Namespaces entered.
     pub namespaces: Vec<&'static str>,
