@@ -667,8 +667,12 @@ impl Jobs {
             None => (false, None),
         };
         if terminal && let Some(pid) = pid {
-            let child = nix::unistd::Pid::from_raw(pid as i32);
-            return nix::sys::signal::kill(child, sig).map_err(|e| internal("signalling a job", e));
+            return axp_sandbox::signal_job(pid, sig as i32).map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidInput => {
+                    RpcError::invalid_params(format!("`{signal}` cannot be sent to a terminal job"))
+                }
+                _ => internal("signalling a job", e),
+            });
         }
         let Some(pid) = pid else {
             return Err(RpcError::invalid_params(

@@ -121,3 +121,64 @@ async fn large_catalogs_are_listed_as_meta_tools() {
         .await;
     assert_eq!(r["content"][0]["text"], "Echo: meta");
 }
+
+/// The gateway once SIGKILLed every server and job about ten seconds after any client sent
+/// `initialize` to `/mcp`: the session was opened inside `block_in_place`, which turned a
+/// runtime worker into a blocking-pool thread that tokio retired after ten idle seconds, and the
+/// sandboxed children's `PDEATHSIG` fired with the thread that had forked them. A 60 s call
+/// through the official Python SDK must finish while other clients come and go.
+#[tokio::test]
+async fn a_60_s_tool_call_survives_other_mcp_clients_connecting_and_leaving() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The server's own per-call limit is raised above the call's 60 s (the default is 60 s).
+    let fleet = write_fleet(
+        tmp.path(),
+        json!({"everything": {"command": "node", "args": [everything_js()], "timeout_s": 120}}),
+    );
+    let gw = gateway().fleet(&fleet).start();
+    let url = format!("{}/mcp", gw.base);
+    let long = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            python_client(&[
+                "http",
+                &url,
+                "everything__trigger-long-running-operation",
+                r#"{"duration": 60, "steps": 6}"#,
+                "120",
+            ])
+        })
+    };
+    // Other clients connect, call, and leave while the long call runs, and again after the
+    // blocking pool has turned over.
+    for wait in [3, 15, 15] {
+        tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+        let url = url.clone();
+        let r = tokio::task::spawn_blocking(move || {
+            python_client(&["http", &url, "everything__echo", r#"{"message": "still here"}"#])
+        })
+        .await
+        .unwrap();
+        assert_eq!(r["result"]["content"][0]["text"], "Echo: still here", "{r}");
+    }
+    let r = long.await.unwrap();
+    let text = r["result"]["content"][0]["text"].as_str().unwrap_or_default().to_string();
+    assert!(text.contains("Long running operation completed. Duration: 60"), "{r}");
+}
+
+/// A command job outlives several turnovers of the blocking pool while MCP clients initialize
+/// next to it (each `initialize` is what retired a thread before).
+#[tokio::test]
+async fn a_job_outlives_blocking_pool_turnovers() {
+    let gw = gateway().start();
+    let mut s = Rpc::open(&gw.url, json!({})).await;
+    let job = s.ok("job.start", json!({"command": ["sh", "-c", "sleep 35; echo done"]})).await;
+    let id = job["job_id"].as_str().unwrap().to_string();
+    for _ in 0..3 {
+        mcp_initialize(&format!("{}/mcp", gw.base)).await;
+        tokio::time::sleep(std::time::Duration::from_secs(11)).await;
+    }
+    let events = s.events(&id, 0).await;
+    assert_eq!(stdout_of(&events), "done\n");
+    assert_eq!(exit_of(&events)["code"], 0, "{:?}", exit_of(&events));
+}
