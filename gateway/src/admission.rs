@@ -6,18 +6,27 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
-use axp_lint::registration::lint_tool_in;
+use axp_lint::registration::lint_tools_in;
 use axp_lint::{Catalog, Finding, LintConfig, Lockfile, Verdict};
 use axp_protocol::ToolSpec;
 use serde_json::{Value, json};
 
 pub struct Admission {
     config: LintConfig,
-    lock: Mutex<Lockfile>,
+    lock: Arc<Mutex<Lockfile>>,
     lock_path: PathBuf,
+    /// Set while a write of the lockfile is scheduled (see [`Admission::admit`]).
+    save_pending: Arc<AtomicBool>,
 }
+
+/// How long new pins wait before the lockfile is written: providers register one at a time at
+/// start-up, and writing the whole lockfile for each of them made start-up quadratic in the
+/// catalog. Pins are first sightings, so the worst a crash in this window loses is that the
+/// same tools are pinned again, as first sightings, at the next start.
+const SAVE_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// What registration decided for one provider's tool list.
 pub struct Admitted {
@@ -42,7 +51,12 @@ impl Admission {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Lockfile::default(),
             Err(e) => anyhow::bail!("cannot read {}: {e}", lock_path.display()),
         };
-        Ok(Self { config, lock: Mutex::new(lock), lock_path: lock_path.to_path_buf() })
+        Ok(Self {
+            config,
+            lock: Arc::new(Mutex::new(lock)),
+            lock_path: lock_path.to_path_buf(),
+            save_pending: Arc::default(),
+        })
     }
 
     /// Lints `tools` of `provider` against the rest of the catalog (`others`).
@@ -54,8 +68,8 @@ impl Admission {
         let mut held_back = Vec::new();
         let mut pinned = Vec::new();
         let mut warnings = 0usize;
-        for spec in tools {
-            let found = lint_tool_in(provider, &spec, &self.config, &lock, others);
+        let all_found = lint_tools_in(provider, &tools, &self.config, &lock, others);
+        for (spec, found) in tools.into_iter().zip(all_found) {
             let index = axp_lint::index_name(provider, &spec.name);
             match Verdict::decide(found, &self.config) {
                 Verdict::Publish { warnings: w } => {
@@ -86,10 +100,9 @@ impl Admission {
                 }
             }
         }
-        if !pinned.is_empty()
-            && let Err(e) = self.save(&lock)
-        {
-            tracing::error!(error = %e, "cannot write the lockfile");
+        drop(lock);
+        if !pinned.is_empty() {
+            self.schedule_save();
         }
         Admitted {
             publish,
@@ -98,15 +111,46 @@ impl Admission {
         }
     }
 
-    fn save(&self, lock: &Lockfile) -> anyhow::Result<()> {
-        let text = lock.to_toml_string().map_err(|e| anyhow::anyhow!("{e}"))?;
-        if let Some(dir) = self.lock_path.parent() {
+    /// Writes the lockfile [`SAVE_DELAY`] from now, with every pin made until then, unless a
+    /// write is already scheduled.
+    fn schedule_save(&self) {
+        if self.save_pending.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (lock, path, pending) = (self.lock.clone(), self.lock_path.clone(), self.save_pending.clone());
+        let spawned = std::thread::Builder::new().name("axp-lock-save".into()).spawn(move || {
+            std::thread::sleep(SAVE_DELAY);
+            // Cleared before the copy is taken: a pin made from here on schedules a new write.
+            pending.store(false, Ordering::SeqCst);
+            save(&lock, &path);
+        });
+        if spawned.is_err() {
+            self.save_pending.store(false, Ordering::SeqCst);
+            save(&self.lock, &self.lock_path);
+        }
+    }
+
+    /// Writes the lockfile now if a write is scheduled (at shutdown).
+    pub fn flush(&self) {
+        if self.save_pending.swap(false, Ordering::SeqCst) {
+            save(&self.lock, &self.lock_path);
+        }
+    }
+}
+
+fn save(lock: &Mutex<Lockfile>, path: &Path) {
+    let text = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).to_toml_string();
+    let written = text.map_err(|e| anyhow::anyhow!("{e}")).and_then(|text| {
+        if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let tmp = self.lock_path.with_extension("lock.tmp");
+        let tmp = path.with_extension("lock.tmp");
         std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, &self.lock_path)?;
+        std::fs::rename(&tmp, path)?;
         Ok(())
+    });
+    if let Err(e) = written {
+        tracing::error!(error = %e, path = %path.display(), "cannot write the lockfile");
     }
 }
 

@@ -357,7 +357,10 @@ async fn healthz(State(st): State<AppState>, headers: HeaderMap) -> HttpResponse
         .registry
         .providers()
         .into_iter()
-        .map(|(id, kind, up, reason, tools)| json!({"id": id.0, "kind": kind, "available": up, "reason": reason, "tools": tools}))
+        .map(|(id, kind, up, reason, tools)| {
+            let state = crate::registry::state_name(up, reason.as_deref());
+            json!({"id": id.0, "kind": kind, "state": state, "available": up, "reason": reason, "tools": tools})
+        })
         .collect();
     json_response(StatusCode::OK, &json!({"status": "ok", "providers": providers, "tools": st.gw.registry.len()}), None)
 }

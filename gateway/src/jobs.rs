@@ -764,6 +764,12 @@ pub fn provider_error_to_rpc(e: &ProviderError) -> RpcError {
             ErrorCode::ProviderUnavailable,
             format!("provider `{provider}` is unavailable: {reason}; it is being restarted, retry shortly"),
         ),
+        ProviderError::Starting { provider } => RpcError::new(
+            ErrorCode::ProviderUnavailable,
+            format!(
+                "provider `{provider}` is still starting; retry shortly (its tools are announced with list_changed)"
+            ),
+        ),
         ProviderError::Timeout { tool, secs } => {
             RpcError::new(ErrorCode::ProviderUnavailable, format!("`{tool}` did not answer within {secs}s"))
         }

@@ -70,6 +70,7 @@ pub async fn fleet(
     settings: &Settings,
     workspace: &Path,
     launcher: Arc<dyn Launcher>,
+    wait_for_servers: bool,
 ) -> Result<Vec<Mount>> {
     let extra = &settings.sandbox.extra_read;
     let mut mounts = Vec::new();
@@ -100,10 +101,14 @@ pub async fn fleet(
         cfg.restart = RestartPolicy::default();
         let launcher = launcher.clone();
         let prefix = s.prefix;
-        starting.push(Box::pin(async move {
-            let provider = McpProvider::start(cfg, launcher).await;
-            Mount { provider, kind: "mcp", prefix }
-        }));
+        if wait_for_servers {
+            starting.push(Box::pin(async move {
+                let provider = McpProvider::start(cfg, launcher).await;
+                Mount { provider, kind: "mcp", prefix }
+            }));
+        } else {
+            mounts.push(Mount { provider: McpProvider::launch(cfg, launcher), kind: "mcp", prefix });
+        }
     }
     mounts.extend(futures::future::join_all(starting).await);
     for st in &fleet.statics {

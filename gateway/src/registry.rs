@@ -62,9 +62,35 @@ struct State {
 }
 
 /// Shared registry; cheap to clone.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Registry {
     state: Arc<RwLock<State>>,
+    /// Until when requests that read the catalog wait for providers still starting
+    /// ([`Registry::settle`]).
+    settle_by: tokio::time::Instant,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self { state: Arc::default(), settle_by: tokio::time::Instant::now() + SETTLE }
+    }
+}
+
+/// The reason a mounted provider carries until its first start ends.
+pub const STARTING: &str = "starting";
+
+/// How long after start-up a request that reads the catalog may wait for providers that are
+/// still starting, so that a client connecting at once sees the whole first index. The gateway
+/// itself listens at once; a slow server delays only those first requests, and only this long.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A provider's state as `/healthz` reports it.
+pub fn state_name(available: bool, reason: Option<&str>) -> &'static str {
+    match (available, reason) {
+        (true, _) => "up",
+        (false, Some(STARTING)) => "starting",
+        (false, _) => "down",
+    }
 }
 
 /// A tool resolved for a call.
@@ -81,6 +107,18 @@ impl Registry {
         Self::default()
     }
 
+    /// Waits until no provider is starting, or until the start-up window has passed.
+    pub async fn settle(&self) {
+        while tokio::time::Instant::now() < self.settle_by {
+            let starting =
+                self.read().providers.values().any(|p| !p.available && p.reason.as_deref() == Some(STARTING));
+            if !starting {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
+
     /// Adds a provider (no tools yet; call [`Registry::set_tools`]).
     pub fn mount(&self, mount: Mount) {
         let id = mount.provider.id().clone();
@@ -92,7 +130,7 @@ impl Registry {
                 tools: Vec::new(),
                 lint: HashMap::new(),
                 available: false,
-                reason: Some("starting".into()),
+                reason: Some(STARTING.into()),
             },
         );
     }
@@ -315,6 +353,10 @@ fn rebuild(st: &mut State) {
     }
     let mut entries: BTreeMap<String, Arc<Entry>> = BTreeMap::new();
     let mut problems = Vec::new();
+    // Entries whose tool did not change are kept as they are: building an entry compiles its
+    // schema's validator and signature, and providers register one at a time, so rebuilding
+    // every entry each time made start-up quadratic in the catalog.
+    let previous = std::mem::take(&mut st.entries);
     for (id, p) in &st.providers {
         for t in &p.tools {
             let prefixed = match p.mount.prefix {
@@ -331,6 +373,11 @@ fn rebuild(st: &mut State) {
                 ));
                 continue;
             }
+            let lint = p.lint.get(&t.name).cloned().unwrap_or_default();
+            if let Some(old) = previous.get(&name).filter(|e| e.provider == *id && e.spec == *t && e.lint == lint) {
+                entries.insert(name, old.clone());
+                continue;
+            }
             let (validator, schema_error) = match jsonschema::options().build(&t.input_schema) {
                 Ok(v) => (Some(Arc::new(v)), None),
                 Err(e) => (None, Some(format!("the input schema is not valid JSON Schema: {e}"))),
@@ -345,7 +392,7 @@ fn rebuild(st: &mut State) {
                     spec: t.clone(),
                     validator,
                     schema_error,
-                    lint: p.lint.get(&t.name).cloned().unwrap_or_default(),
+                    lint,
                 }),
             );
         }

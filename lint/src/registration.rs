@@ -62,38 +62,56 @@ pub fn lint_tool_in(
     lock: &Lockfile,
     others: &Catalog,
 ) -> Vec<Finding> {
+    lint_tools_in(provider, std::slice::from_ref(spec), config, lock, others).pop().unwrap_or_default()
+}
+
+/// [`lint_tool_in`] for a provider's whole tool list at once, one list of findings per tool in
+/// order. The catalog is prepared and compared once for the list rather than once per tool:
+/// registering a provider costs its tools times the catalog, which keeps start-up with
+/// thousands of tools in seconds rather than hours.
+pub fn lint_tools_in(
+    provider: &str,
+    specs: &[ToolSpec],
+    config: &LintConfig,
+    lock: &Lockfile,
+    others: &Catalog,
+) -> Vec<Vec<Finding>> {
     let ctx = Context::of(others);
-    let mut out: Vec<Finding> = checks::check_tool(provider, spec, &ctx)
-        .into_iter()
-        .filter_map(|r| to_finding(provider, &spec.name, r, config))
+    let mut out: Vec<Vec<Finding>> = specs
+        .iter()
+        .map(|spec| {
+            checks::check_tool(provider, spec, &ctx)
+                .into_iter()
+                .filter_map(|r| to_finding(provider, &spec.name, r, config))
+                .collect()
+        })
         .collect();
-    // Catalog rules against the others: run them over a catalog of the others plus this tool
-    // and keep what concerns this tool.
+    // Catalog rules against the others: run them over a catalog of the others with this
+    // provider's list in place of what it had, and keep what concerns this provider's tools.
     if !others.is_empty() {
         let mut cat = others.clone();
-        let mut mine: Vec<ToolSpec> = cat.providers.get(provider).cloned().unwrap_or_default();
-        mine.retain(|t| t.name != spec.name);
-        mine.push(spec.clone());
-        cat.insert(provider, mine);
-        for (p, t, r) in checks::catalog::check_catalog(&cat) {
-            let about_me = p == provider && t == spec.name;
-            if about_me {
-                out.extend(to_finding(&p, &t, r, config));
+        cat.insert(provider, specs.to_vec());
+        for (p, t, r) in checks::catalog::check_catalog_for(&cat, Some(provider)) {
+            // A finding names its tool; a name listed twice gets it on its later listing.
+            if let Some(i) = specs.iter().rposition(|s| s.name == t) {
+                out[i].extend(to_finding(&p, &t, r, config));
             }
         }
     }
-    let mut single = Catalog::new();
-    single.insert(provider, vec![spec.clone()]);
-    for f in check_drift(lock, &single) {
-        if f.rule_id == "AXP039" {
-            continue;
-        }
-        let Some(rule) = rules::rule(&f.rule_id) else {
-            continue;
-        };
-        if config.enabled(rule, provider, &spec.name) {
-            let severity = config.severity(rule, provider, &spec.name);
-            out.push(Finding { severity, ..f });
+    for (spec, found) in specs.iter().zip(out.iter_mut()) {
+        let mut single = Catalog::new();
+        single.insert(provider, vec![spec.clone()]);
+        for f in check_drift(lock, &single) {
+            if f.rule_id == "AXP039" {
+                continue;
+            }
+            let Some(rule) = rules::rule(&f.rule_id) else {
+                continue;
+            };
+            if config.enabled(rule, provider, &spec.name) {
+                let severity = config.severity(rule, provider, &spec.name);
+                found.push(Finding { severity, ..f });
+            }
         }
     }
     out

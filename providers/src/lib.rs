@@ -52,6 +52,9 @@ pub enum ProviderError {
     /// The provider is not running (failed to start, crashed, restarting); the reason says which.
     #[error("provider `{provider}` is unavailable: {reason}")]
     Unavailable { provider: String, reason: String },
+    /// The provider has not finished its first start yet; it announces its tools when it has.
+    #[error("provider `{provider}` is still starting")]
+    Starting { provider: String },
     /// The call took longer than its deadline.
     #[error("the call to `{tool}` timed out after {secs}s")]
     Timeout { tool: String, secs: u64 },

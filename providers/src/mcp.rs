@@ -453,6 +453,8 @@ struct State {
     conn: Option<Arc<Conn>>,
     reason: String,
     tools: Option<Vec<ToolSpec>>,
+    /// A launched provider whose first attempt has not ended yet.
+    starting: bool,
 }
 
 struct Inner {
@@ -745,8 +747,8 @@ impl Session {
     }
 }
 
-async fn supervise(inner: Arc<Inner>, first: oneshot::Sender<()>) {
-    let mut first = Some(first);
+async fn supervise(inner: Arc<Inner>, first: Option<oneshot::Sender<()>>) {
+    let mut first = first;
     let mut failures: u32 = 0;
     loop {
         if inner.shutdown.is_cancelled() {
@@ -771,6 +773,7 @@ async fn supervise(inner: Arc<Inner>, first: oneshot::Sender<()>) {
                     st.conn = Some(session.conn.clone());
                     st.tools = Some(std::mem::take(&mut session.tools));
                     st.reason.clear();
+                    st.starting = false;
                 }
                 tracing::info!(provider = %inner.cfg.id, "MCP server is available");
                 match first.take() {
@@ -800,9 +803,18 @@ async fn supervise(inner: Arc<Inner>, first: oneshot::Sender<()>) {
             }
             Err(reason) => {
                 tracing::warn!(provider = %inner.cfg.id, "MCP server failed to start: {reason}");
-                inner.lock().reason = reason;
-                if let Some(f) = first.take() {
-                    let _ = f.send(());
+                let was_starting = {
+                    let mut st = inner.lock();
+                    st.reason = reason.clone();
+                    std::mem::replace(&mut st.starting, false)
+                };
+                match first.take() {
+                    Some(f) => {
+                        let _ = f.send(());
+                    }
+                    // A launched provider's first failure is news: until now it was starting.
+                    None if was_starting => inner.send(ProviderEvent::Unavailable { reason }),
+                    None => {}
                 }
             }
         }
@@ -839,13 +851,41 @@ impl McpProvider {
         let inner = Arc::new(Inner {
             cfg,
             launcher,
-            state: Mutex::new(State { conn: None, reason: "the server is starting".into(), tools: None }),
+            state: Mutex::new(State {
+                conn: None,
+                reason: "the server is starting".into(),
+                tools: None,
+                starting: false,
+            }),
             events,
             shutdown: CancellationToken::new(),
         });
         let (first_tx, first_rx) = oneshot::channel();
-        let handle = tokio::spawn(supervise(inner.clone(), first_tx));
+        let handle = tokio::spawn(supervise(inner.clone(), Some(first_tx)));
         let _ = first_rx.await;
+        Arc::new(McpProvider { inner, supervisor: Mutex::new(Some(handle)) })
+    }
+
+    /// Like [`McpProvider::start`], without waiting for the first attempt: `tools()` answers
+    /// [`ProviderError::Starting`] until it ends, and then the provider announces the outcome
+    /// through `events()` (`Available` and `ToolsChanged`, or `Unavailable` with the reason). A
+    /// gateway mounts its fleet this way so that it listens at once and one slow or hung server
+    /// delays nobody.
+    pub fn launch(cfg: McpConfig, launcher: Arc<dyn Launcher>) -> Arc<McpProvider> {
+        let (events, _) = broadcast::channel(64);
+        let inner = Arc::new(Inner {
+            cfg,
+            launcher,
+            state: Mutex::new(State {
+                conn: None,
+                reason: "the server is starting".into(),
+                tools: None,
+                starting: true,
+            }),
+            events,
+            shutdown: CancellationToken::new(),
+        });
+        let handle = tokio::spawn(supervise(inner.clone(), None));
         Arc::new(McpProvider { inner, supervisor: Mutex::new(Some(handle)) })
     }
 
@@ -1009,6 +1049,7 @@ impl Provider for McpProvider {
         let st = self.inner.lock();
         match &st.tools {
             Some(t) => Ok(t.clone()),
+            None if st.starting => Err(ProviderError::Starting { provider: self.inner.cfg.id.to_string() }),
             None => Err(self.inner.unavailable(st.reason.clone())),
         }
     }

@@ -61,10 +61,17 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", prepared.listen))?;
     let addr = listener.local_addr()?;
+    // Providers mount in the background: count what is ready now, and say how many are not.
+    let providers = gw.registry.providers();
+    let starting = providers
+        .iter()
+        .filter(|(_, _, up, reason, _)| !*up && reason.as_deref() == Some(crate::registry::STARTING))
+        .count();
+    let more = if starting > 0 { format!("; {starting} more starting (`/healthz` shows each)") } else { String::new() };
     eprintln!(
-        "axp: serving {} tools from {} providers on http://{addr}/axp (MCP: http://{addr}/mcp)",
+        "axp: serving {} tools from {} providers on http://{addr}/axp (MCP: http://{addr}/mcp){more}",
         gw.registry.len(),
-        gw.registry.providers().len()
+        providers.len() - starting
     );
     eprintln!(
         "axp: audit log {}",
@@ -234,6 +241,7 @@ fn egress_observer(audit: AuditLog, metrics: Arc<Metrics>) -> crate::egress::Att
 }
 
 async fn shutdown(gw: &Gateway) {
+    gw.admission.flush();
     let stops =
         gw.registry.providers().into_iter().filter_map(|(id, ..)| gw.registry.provider(&id)).map(|p| async move {
             let _ = tokio::time::timeout(Duration::from_secs(3), p.shutdown()).await;
@@ -438,16 +446,13 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     if nothing_configured && !args.no_builtin {
         mounts.push(mount::builtin(&workspace, launcher.clone())?);
     }
-    mounts.extend(mount::fleet(&fleet, &settings, &workspace, launcher.clone()).await?);
+    mounts.extend(mount::fleet(&fleet, &settings, &workspace, launcher.clone(), false).await?);
     for m in mounts {
         watch_provider(gateway.clone(), m);
     }
     // Installed plugins (`axp provider add`), kept in step with the lockfile while serving.
     let plugin_ctx = settings.plugins.host_context(launcher.clone(), &workspace, egress.clone())?;
     crate::plugins::Plugins::start(gateway.clone(), state_dir.clone(), plugin_ctx).await?;
-    // Give providers a moment to list their tools so the first index is complete; slow ones
-    // join later and announce themselves through list_changed.
-    wait_for_providers(&registry, Duration::from_secs(10)).await;
 
     let mut warnings = fleet.warnings;
     warnings.extend(registry.problems());
@@ -493,16 +498,6 @@ fn provider_launcher(tiers: &Tiers) -> Result<Arc<dyn Launcher>> {
     bail!("no sandbox is available for provider processes and dev-none is not allowed")
 }
 
-async fn wait_for_providers(registry: &Registry, max: Duration) {
-    let deadline = tokio::time::Instant::now() + max;
-    while tokio::time::Instant::now() < deadline {
-        if registry.providers().iter().all(|(_, _, up, reason, _)| *up || reason.as_deref() != Some("starting")) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Lists a provider's tools now and whenever it says they changed; tracks availability.
 pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
     let provider: DynProvider = m.provider.clone();
@@ -534,20 +529,39 @@ pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
 }
 
 /// Lists a provider's tools, passes them through the registration lint and publishes them.
-pub async fn refresh(gw: &Gateway, provider: &DynProvider) {
+/// The lint and the index rebuild run on the blocking pool: with thousands of tools they take
+/// long enough to stall a runtime worker, and with it every request the gateway is serving.
+pub async fn refresh(gw: &Arc<Gateway>, provider: &DynProvider) {
     let id = provider.id().clone();
     match provider.tools().await {
         Ok(tools) => {
-            let mut others = axp_lint::Catalog::new();
-            for (p, t) in gw.registry.tools_except(&id) {
-                others.insert(p, t);
-            }
-            let admitted = gw.admission.admit(id.as_str(), tools, &others);
-            gw.registry.set_tools(&id, admitted.publish, admitted.findings);
-            gw.registry.set_available(&id, true, None);
-            if let Err(e) = gw.audit(axp_audit::Kind::LintVerdict, None, admitted.audit).await {
+            let admit = {
+                let (gw, id) = (gw.clone(), id.clone());
+                move || {
+                    let mut others = axp_lint::Catalog::new();
+                    for (p, t) in gw.registry.tools_except(&id) {
+                        others.insert(p, t);
+                    }
+                    let admitted = gw.admission.admit(id.as_str(), tools, &others);
+                    gw.registry.set_tools(&id, admitted.publish, admitted.findings);
+                    gw.registry.set_available(&id, true, None);
+                    admitted.audit
+                }
+            };
+            let audit = match tokio::task::spawn_blocking(admit).await {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::error!(provider = %id, error = %e, "the registration lint failed");
+                    return;
+                }
+            };
+            if let Err(e) = gw.audit(axp_audit::Kind::LintVerdict, None, audit).await {
                 tracing::error!(error = %e.reason(), "cannot audit a lint verdict");
             }
+        }
+        // Its first start is still under way; it announces the outcome when it ends.
+        Err(axp_providers::ProviderError::Starting { .. }) => {
+            gw.registry.set_available(&id, false, Some(crate::registry::STARTING.into()));
         }
         Err(e) => {
             tracing::warn!(provider = %id, error = %e, "cannot list tools");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -258,4 +258,32 @@ async fn list_changed_is_forwarded_and_the_index_refreshes() {
     let names: Vec<&str> = idx["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(!names.contains(&"wrong__joke_teller") && !names.contains(&"wrong__shadowing_attack"), "{names:?}");
     assert!(names.contains(&"wrong__greet"), "{names:?}");
+}
+
+/// One hung server (`sleep 1000` as a command) kept the whole gateway from listening for the
+/// 30 s of its start-up timeout. Now the gateway listens at once: `/healthz` names the hung
+/// server as starting while the others serve, and the hung one's tools simply are not there.
+#[tokio::test]
+async fn a_hung_server_does_not_keep_the_gateway_from_listening() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fleet = write_fleet(tmp.path(), json!({"hung": {"command": "sleep", "args": ["1000"]}}));
+    let gw = gateway().fleet(&fleet).start();
+    let health: Value = reqwest::get(format!("{}/healthz", gw.base)).await.unwrap().json().await.unwrap();
+    let hung = health["providers"].as_array().unwrap().iter().find(|p| p["id"] == "hung").cloned().unwrap();
+    // Its start-up timeout is 30 s: the gateway answered long before it ended.
+    assert_eq!(hung["state"], "starting", "{health}");
+    let mut s = Rpc::open(&gw.url, json!({})).await;
+    let r = s.ok("tools/call", json!({"name": "everything__echo", "arguments": {"message": "up"}})).await;
+    assert_eq!(r["content"][0]["text"], "Echo: up", "{r}");
+    let health: Value = reqwest::get(format!("{}/healthz", gw.base)).await.unwrap().json().await.unwrap();
+    let states: Vec<(String, String)> = health["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap().to_string(), p["state"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(
+        states.contains(&("everything".into(), "up".into())) && states.contains(&("time".into(), "up".into())),
+        "{states:?}"
+    );
 }

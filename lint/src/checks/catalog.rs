@@ -54,8 +54,18 @@ pub(crate) fn check_name(provider: &str, tool: &ToolSpec, out: &mut Vec<Raw>) {
 
 /// Catalog-wide checks; each finding is attached to the later tool of a pair.
 pub(crate) fn check_catalog(cat: &Catalog) -> Vec<(String, String, Raw)> {
+    check_catalog_for(cat, None)
+}
+
+/// [`check_catalog`], keeping only the findings attached to tools of `only` (when given) and
+/// comparing only the pairs that can produce them: registering one provider costs its tools
+/// times the catalog, not the catalog squared.
+pub(crate) fn check_catalog_for(cat: &Catalog, only: Option<&str>) -> Vec<(String, String, Raw)> {
     let mut out = Vec::new();
     for (p, tools) in &cat.providers {
+        if only.is_some_and(|o| o != p) {
+            continue;
+        }
         for (i, t) in tools.iter().enumerate() {
             if tools[..i].iter().any(|o| o.name == t.name) {
                 out.push((
@@ -69,6 +79,9 @@ pub(crate) fn check_catalog(cat: &Catalog) -> Vec<(String, String, Raw)> {
     let all: Vec<(&str, &ToolSpec, std::collections::BTreeSet<String>, String)> =
         cat.iter().map(|(p, t)| (p, t, content_set(&t.description), name_tokens(&t.name).concat())).collect();
     for (j, (pb, tb, sb, nb)) in all.iter().enumerate() {
+        if only.is_some_and(|o| o != *pb) {
+            continue;
+        }
         for (pa, ta, sa, na) in &all[..j] {
             if pa == pb {
                 continue;

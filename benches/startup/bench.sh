@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Start-up against catalog size: for each N (default 100 1000 10000) tools in static-form
+# providers of 20 tools, how long `axp serve` takes to answer /healthz and to have all N tools in
+# its index (`axp.index` total), against the same gateway with no catalog at all, measured in the
+# same run (the ratio is what the catalog adds). Loopback only; every gateway is stopped.
+#
+# usage: benches/startup/bench.sh [AXP_BINARY] [N ...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+axp=${1:-target/release/axp}
+shift || true
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(100 1000 10000)
+[ -x "$axp" ] || { echo "no $axp: build it first (cargo build --release -p axp-gateway)" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+port=7990
+
+now() { date +%s.%N; }
+
+# run NAME FLEET_DIR: prints seconds to /healthz and to the full index.
+run() {
+    local dir=$1 want=$2 args=() f
+    for f in "$dir"/p*.json; do [ -e "$f" ] && args+=(--mcp-config "$f"); done
+    port=$((port + 1))
+    rm -rf "$work/state"; mkdir -p "$work/ws"
+    local t0 t1 t2 pid total
+    t0=$(now)
+    "$axp" serve --no-builtin --listen "127.0.0.1:$port" --state-dir "$work/state" --workspace "$work/ws" "${args[@]}" \
+        >"$work/log" 2>&1 &
+    pid=$!
+    until curl -sf "127.0.0.1:$port/healthz" >/dev/null; do sleep 0.005; done
+    t1=$(now)
+    sid=$(curl -s "127.0.0.1:$port/axp" -H 'Content-Type: application/json' \
+        -d '{"jsonrpc":"2.0","id":1,"method":"session.open","params":{}}' | python3 -c 'import json,sys; r=json.load(sys.stdin)["result"]; print(r["session_id"], r["cap_token"])')
+    read -r s tok <<<"$sid"
+    while :; do
+        total=$(curl -s "127.0.0.1:$port/axp" -H 'Content-Type: application/json' -H "Mcp-Session-Id: $s" -H "Axp-Capability: $tok" \
+            -d '{"jsonrpc":"2.0","id":2,"method":"axp.index","params":{"limit":1}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["total"])')
+        [ "$total" -ge "$want" ] && break
+        sleep 0.01
+    done
+    t2=$(now)
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    python3 -c "print(f'{$t1-$t0:.3f} {$t2-$t0:.3f}')"
+}
+
+mkdir -p "$work/empty"
+read -r base_h base_i < <(run "$work/empty" 0)
+echo "binary: $axp"
+echo "baseline (no catalog): /healthz after ${base_h} s"
+printf '%8s %12s %14s %16s\n' tools healthz_s all_indexed_s indexed/baseline
+for n in "${sizes[@]}"; do
+    rm -rf "$work/cat"; mkdir -p "$work/cat"
+    python3 benches/startup/gen_catalog.py "$work/cat" "$n"
+    read -r h i < <(run "$work/cat" "$n")
+    python3 -c "print(f'{$n:8d} {$h:12.3f} {$i:14.3f} {$i/$base_h:15.1f}x')"
+done
