@@ -123,7 +123,11 @@ fn exit(result: anyhow::Result<i32>) -> ExitCode {
 
 fn init_tracing(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AXP_LOG").unwrap_or_else(|_| "axp=info,warn".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only for a terminal that wants them: a log redirected to a file, or `NO_COLOR`
+    // set, gets plain text.
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     if format == "json" {
         builder.json().init();
     } else {

@@ -305,7 +305,8 @@ pub fn unknown_tool(reg: &Registry, name: &str) -> RpcError {
     let near = crate::config::nearest(name, st.entries.keys().map(String::as_str));
     let hint = match near {
         Some(n) => format!("; did you mean `{n}`?"),
-        None => "; list tools with axp.index".to_string(),
+        // Both ways to list: agents call the method, people run the CLI.
+        None => "; list the tools with `axp.index` (from the command line: `axp index`)".to_string(),
     };
     RpcError::new(ErrorCode::UnknownTool, format!("no tool named `{name}`{hint}"))
 }

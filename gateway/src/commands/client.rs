@@ -189,6 +189,9 @@ pub async fn attach(a: AttachArgs) -> Result<i32> {
 async fn follow(c: &mut Client, job: &str, from: u64, json_out: bool) -> Result<i32> {
     let mut seq = from;
     let mut code = 0;
+    // What the job streamed to stdout: a tool that streams its output also returns it as its
+    // result's text, which is then not printed a second time.
+    let mut streamed = String::new();
     loop {
         let r = c.call("job.attach", json!({"job_id": job, "from_seq": seq, "wait_ms": 20000})).await?;
         let events: Vec<JobEvent> = serde_json::from_value(r["events"].clone())?;
@@ -201,6 +204,7 @@ async fn follow(c: &mut Client, job: &str, from: u64, json_out: bool) -> Result<
                 JobEventKind::Stdout { data } | JobEventKind::Pty { data } => {
                     print!("{data}");
                     std::io::stdout().flush()?;
+                    streamed.push_str(data);
                 }
                 JobEventKind::Stderr { data } => eprint!("{data}"),
                 JobEventKind::Progress { progress, total, message } => eprintln!(
@@ -215,10 +219,14 @@ async fn follow(c: &mut Client, job: &str, from: u64, json_out: bool) -> Result<
                 ),
                 JobEventKind::Result { output } => {
                     let text = output.joined_text();
-                    if !text.is_empty() {
+                    if !text.is_empty() && text.trim_end() != streamed.trim_end() {
                         println!("{text}");
                     }
-                    if let Some(s) = &output.structured_content {
+                    // Structured content usually repeats the text; it is shown when there is none.
+                    if let Some(s) = &output.structured_content
+                        && text.is_empty()
+                        && streamed.is_empty()
+                    {
                         println!("{}", serde_json::to_string_pretty(s)?);
                     }
                     if output.is_error {

@@ -191,6 +191,39 @@ pub fn load(path: &Path, env: &dyn EnvSource) -> Result<Fleet, ConfigError> {
     parse(&text, path, env)
 }
 
+/// Replaces each trailing comma (one followed only by whitespace before `}` or `]`) with a space,
+/// as VS Code accepts them in its JSON with comments. Same length, so error positions stay
+/// right; commas inside strings are left alone. Hand-written because `json_comments` strips
+/// comments only and no maintained JSONC parser keeps serde_json's error positions.
+fn blank_trailing_commas(text: String) -> String {
+    let mut bytes = text.into_bytes();
+    let (mut in_string, mut escaped) = (false, false);
+    for i in 0..bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b',' => {
+                let next = bytes[i + 1..].iter().find(|c| !c.is_ascii_whitespace());
+                if matches!(next, Some(b'}' | b']')) {
+                    bytes[i] = b' ';
+                }
+            }
+            _ => {}
+        }
+    }
+    // Only ASCII commas were replaced by ASCII spaces: still the UTF-8 it was.
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
 /// Parses one file's text. `path` is used for messages and to resolve relative `cwd`/`envFile`.
 pub fn parse(text: &str, path: &Path, env: &dyn EnvSource) -> Result<Fleet, ConfigError> {
     // VS Code writes JSON with comments; strip them in place (same offsets, so positions in
@@ -199,6 +232,7 @@ pub fn parse(text: &str, path: &Path, env: &dyn EnvSource) -> Result<Fleet, Conf
     json_comments::StripComments::new(text.as_bytes())
         .read_to_string(&mut stripped)
         .map_err(|e| ConfigError::one(path, format!("cannot read the MCP config: {e}")))?;
+    let stripped = blank_trailing_commas(stripped);
     let value: Value = serde_json::from_str(&stripped).map_err(|e| json_error(path, &stripped, e, None))?;
     let Value::Object(top) = &value else {
         return Err(ConfigError::one(path, "the MCP config must be a JSON object"));
@@ -257,7 +291,7 @@ fn json_error(path: &Path, _text: &str, e: serde_json::Error, doc_path: Option<S
     let message = full.split(" at line ").next().unwrap_or(&full).to_string();
     let hint = unknown_field_hint(&message).or_else(|| {
         if message.starts_with("invalid type") {
-            Some("check the value's type against the documented form (docs/configuration.md)".into())
+            Some("check the value's type against the documented form (README: \"Your MCP fleet, unchanged\")".into())
         } else {
             None
         }
@@ -598,6 +632,21 @@ mod tests {
 
     fn p(text: &str) -> Result<Fleet, ConfigError> {
         parse(text, Path::new("fleet.json"), &env())
+    }
+
+    #[test]
+    fn vs_code_trailing_commas_are_accepted_and_commas_in_strings_kept() {
+        let f = p(r#"{
+            // VS Code accepts this
+            "servers": {"time": {"command": "uvx", "args": ["mcp-server-time", "a,}",],},},
+        }"#)
+        .unwrap();
+        let Transport::Stdio { args, .. } = &f.servers[0].transport else { panic!("stdio expected") };
+        assert_eq!(args, &vec!["mcp-server-time".to_string(), "a,}".to_string()]);
+        assert_eq!(
+            blank_trailing_commas(r#"{"a": "x\",]", "b": [1, 2 ,  ]}"#.into()),
+            r#"{"a": "x\",]", "b": [1, 2    ]}"#
+        );
     }
 
     #[test]
