@@ -265,6 +265,7 @@ impl Registry {
             available: r.available,
             annotations: e.spec.annotations.clone(),
             lint,
+            instructions: r.provider.instructions(&e.spec.name),
         })
     }
 

@@ -121,6 +121,10 @@ pub struct DescribeResult {
     pub annotations: Option<Value>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lint: Vec<Value>,
+    /// How to use the tool, when its provider has more to say than a description holds (a
+    /// skill's `SKILL.md` instructions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
 }
 
 /// A command as argv (preferred) or one string run by `/bin/sh -c`.

@@ -219,6 +219,13 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// Instructions for using `tool` that are too long for its description and belong in
+    /// `axp.describe` (a skill's `SKILL.md` body). `None` for most providers.
+    fn instructions(&self, tool: &str) -> Option<String> {
+        let _ = tool;
+        None
+    }
+
     /// Stops the provider's processes and connections.
     async fn shutdown(&self) -> Result<(), ProviderError>;
 }

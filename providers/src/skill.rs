@@ -1102,6 +1102,10 @@ impl Provider for SkillProvider {
         &self.id
     }
 
+    fn instructions(&self, tool: &str) -> Option<String> {
+        SkillProvider::instructions(self, tool).filter(|i| !i.trim().is_empty())
+    }
+
     async fn tools(&self) -> Result<Vec<ToolSpec>, ProviderError> {
         Ok(self.shared.snapshot().skills.values().map(|s| self.spec(s)).collect())
     }

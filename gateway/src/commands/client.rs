@@ -138,6 +138,10 @@ pub async fn describe(a: DescribeArgs) -> Result<i32> {
     println!();
     println!("{}", r["description"].as_str().unwrap_or(""));
     println!();
+    if let Some(instructions) = r["instructions"].as_str() {
+        println!("{instructions}");
+        println!();
+    }
     println!("provider: {}   requires: {}", r["provider"].as_str().unwrap_or(""), r["requires"]);
     println!("schema: {}", serde_json::to_string_pretty(&r["schema"])?);
     Ok(0)

@@ -19,6 +19,11 @@ async fn skills_mount_describe_and_run_sandboxed() {
     );
     let how = c.ok("tools/call", json!({"name": "skill__csv-summary", "arguments": {}})).await;
     assert!(how["content"][0]["text"].as_str().unwrap().contains("scripts/summarize.py"), "{how}");
+    // `axp.describe` is where a skill's SKILL.md instructions live, beside its schema.
+    let d = c.ok("axp.describe", json!({"name": "skill__csv-summary"})).await;
+    let instructions = d["instructions"].as_str().unwrap_or_default();
+    assert!(instructions.contains("scripts/summarize.py"), "{d}");
+    assert!(d["schema"].is_object(), "{d}");
     let mut s = Rpc::open(&gw.url, json!({})).await;
     let job = s
         .ok("job.start", json!({"tool": "skill__py-greeter", "arguments": {"script": "scripts/greet.py", "args": ["Ada", "--lang", "fr", "--pwd"]}}))
