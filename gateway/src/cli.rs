@@ -122,9 +122,14 @@ pub struct ServeArgs {
     /// A skill folder, or a folder of skill folders (Agent Skills format). Repeatable.
     #[arg(long = "skills", value_name = "DIR")]
     pub skills: Vec<PathBuf>,
-    /// Do not mount the built-in file and command tools.
+    /// Do not mount the built-in file and command tools (they are mounted only when nothing else
+    /// is configured).
     #[arg(long)]
     pub no_builtin: bool,
+    /// Refuse to start when any server's config cannot be resolved (an unset `${VAR}`), instead
+    /// of serving the others and reporting that server as down.
+    #[arg(long)]
+    pub strict_config: bool,
     /// Allow sessions without any sandbox (tier dev-none). Processes then run with your authority.
     #[arg(long)]
     pub dangerously_allow_dev_none: bool,

@@ -111,6 +111,10 @@ pub async fn fleet(
         }
     }
     mounts.extend(futures::future::join_all(starting).await);
+    for (name, reason) in &fleet.unresolved {
+        let provider = Arc::new(Unconfigured { id: ProviderId(name.clone()), reason: reason.clone() });
+        mounts.push(Mount { provider, kind: "mcp", prefix: PrefixMode::default() });
+    }
     for st in &fleet.statics {
         let pol = policy(&st.sandbox, extra, &st.provider);
         let provider = Arc::new(
@@ -250,4 +254,44 @@ pub fn builtin(workspace: &Path, launcher: Arc<dyn Launcher>) -> Result<Mount> {
         kind: "cli",
         prefix: PrefixMode::Always,
     })
+}
+
+/// A configured server whose entry could not be resolved (an unset `${VAR}`): mounted so that
+/// `/healthz` and calls say why it is down, while the rest of the fleet serves.
+struct Unconfigured {
+    id: ProviderId,
+    reason: String,
+}
+
+impl Unconfigured {
+    fn down(&self) -> axp_providers::ProviderError {
+        axp_providers::ProviderError::Unavailable {
+            provider: self.id.to_string(),
+            reason: format!("its configuration cannot be resolved: {}", self.reason),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl axp_providers::Provider for Unconfigured {
+    fn id(&self) -> &ProviderId {
+        &self.id
+    }
+
+    async fn tools(&self) -> Result<Vec<axp_protocol::ToolSpec>, axp_providers::ProviderError> {
+        Err(self.down())
+    }
+
+    async fn call(
+        &self,
+        _call: axp_protocol::ToolCall,
+        _sink: axp_providers::JobSink,
+        _cancel: axp_providers::CancellationToken,
+    ) -> Result<axp_protocol::ToolOutput, axp_providers::ProviderError> {
+        Err(self.down())
+    }
+
+    async fn shutdown(&self) -> Result<(), axp_providers::ProviderError> {
+        Ok(())
+    }
 }

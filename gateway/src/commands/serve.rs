@@ -307,6 +307,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
                 fleet.servers.extend(part.servers);
                 fleet.statics.extend(part.statics);
                 fleet.disabled.extend(part.disabled);
+                fleet.unresolved.extend(part.unresolved);
                 fleet.warnings.extend(part.warnings);
             }
             Err(e) => problems.push(e.to_string()),
@@ -321,6 +322,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         Ok(Some(s)) => fleet.statics.push(s),
         Ok(None) => {}
         Err(e) => problems.push(e),
+    }
+    if args.strict_config {
+        problems.extend(fleet.unresolved.iter().map(|(_, why)| why.clone()));
     }
     if !problems.is_empty() {
         bail!("the configuration has problems:\n{}", problems.join("\n"));
@@ -356,6 +360,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         // command would: the built-in tools (served when nothing else is), `[[cli]]` tools and
         // skills. MCP servers run with their own grants and secrets, which a session lacks.
         let nothing_configured = fleet.servers.is_empty()
+            && fleet.unresolved.is_empty()
             && fleet.statics.is_empty()
             && settings.cli.is_empty()
             && settings.skill_dirs.is_empty();
@@ -439,12 +444,20 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
 
     let launcher = provider_launcher(&tiers)?;
     let nothing_configured = fleet.servers.is_empty()
+        && fleet.unresolved.is_empty()
         && fleet.statics.is_empty()
         && settings.cli.is_empty()
         && settings.skill_dirs.is_empty();
     let mut mounts: Vec<Mount> = Vec::new();
     if nothing_configured && !args.no_builtin {
         mounts.push(mount::builtin(&workspace, launcher.clone())?);
+    } else if !args.no_builtin {
+        tracing::info!(
+            "the built-in `files__*` tools are not mounted: they serve only when nothing else is configured"
+        );
+    }
+    for (name, why) in &fleet.unresolved {
+        tracing::warn!(server = %name, "not started, its configuration cannot be resolved: {why} (--strict-config refuses to start instead)");
     }
     mounts.extend(mount::fleet(&fleet, &settings, &workspace, launcher.clone(), false).await?);
     for m in mounts {

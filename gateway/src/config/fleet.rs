@@ -178,6 +178,10 @@ pub struct Fleet {
     pub statics: Vec<StaticProvider>,
     /// Servers present but disabled (`enabled: false` / `disabled: true`), for reports.
     pub disabled: Vec<String>,
+    /// Servers whose entry is well-formed but names environment variables that are not set
+    /// (`${VAR}`), with the reason: the gateway serves the rest and reports these as down, or,
+    /// with `--strict-config`, refuses to start.
+    pub unresolved: Vec<(String, String)>,
     /// Non-fatal remarks (ignored client-specific keys, renamed servers).
     pub warnings: Vec<String>,
 }
@@ -407,11 +411,14 @@ fn resolve_servers(
             continue;
         }
         let local = std::cell::RefCell::new(Vec::new());
+        // Unset variables are problems of the environment the gateway runs in, not of the
+        // file's shape: kept apart so one server's missing secret does not stop the others.
+        let unset = std::cell::RefCell::new(Vec::new());
         let exp = |field: &str, v: &str| -> Option<String> {
             match expand(v, env) {
                 Ok(x) => Some(x),
                 Err(e) => {
-                    local.borrow_mut().push(problem(path, format!("{at}.{field}"), e, None));
+                    unset.borrow_mut().push(problem(path, format!("{at}.{field}"), e, None));
                     None
                 }
             }
@@ -505,8 +512,16 @@ fn resolve_servers(
             })
         })();
         let mut local = local.into_inner();
+        let mut unset = unset.into_inner();
         place(&mut local, text, section, &name);
+        place(&mut unset, text, section, &name);
+        if local.is_empty() && !unset.is_empty() {
+            let reason = unset.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+            fleet.unresolved.push((clean, reason));
+            continue;
+        }
         problems.extend(local);
+        problems.extend(unset);
         let Some(transport) = transport else { continue };
         fleet.servers.push(ServerConfig {
             name: clean,
@@ -702,8 +717,23 @@ mod tests {
         let err =
             p(r#"{"mcpServers": {"a": {}, "b": {"command": "x", "url": "http://y"}, "c": {"command": "${MISSING}"}}}"#)
                 .unwrap_err();
-        assert_eq!(err.problems.len(), 3, "{err}");
-        assert!(err.to_string().contains("`MISSING` is not set"));
+        // `c`'s unset variable is no problem of the file: that server alone is reported down.
+        assert_eq!(err.problems.len(), 2, "{err}");
+        assert!(!err.to_string().contains("MISSING"), "{err}");
+    }
+
+    #[test]
+    fn a_server_with_an_unset_variable_is_unresolved_and_the_rest_load() {
+        let f = p(r#"{"mcpServers": {"ok": {"command": "x"}, "c": {"command": "y", "env": {"T": "${MISSING}"}}}}"#)
+            .unwrap();
+        assert_eq!(f.servers.len(), 1);
+        assert_eq!(f.unresolved.len(), 1);
+        assert_eq!(f.unresolved[0].0, "c");
+        assert!(
+            f.unresolved[0].1.contains("`MISSING` is not set") && f.unresolved[0].1.contains("fleet.json:1:"),
+            "{:?}",
+            f.unresolved
+        );
     }
 
     #[test]
@@ -758,9 +788,9 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.starts_with("fleet.json:3:"), "the url key's line: {msg}");
         assert!(msg.contains("not an http(s) URL"), "{msg}");
-        let err =
-            p("{\"mcp\": {\"servers\": {\n\n \"ev\": {\"type\": \"sse\", \"url\": \"${MISSING}/sse\"}}}}").unwrap_err();
-        assert!(err.to_string().starts_with("fleet.json:3:"), "{err}");
+        // An unset variable is located too, and leaves the server unresolved (down), not the file refused.
+        let f = p("{\"mcp\": {\"servers\": {\n\n \"ev\": {\"type\": \"sse\", \"url\": \"${MISSING}/sse\"}}}}").unwrap();
+        assert!(f.unresolved[0].1.starts_with("fleet.json:3:"), "{:?}", f.unresolved);
     }
 
     #[test]

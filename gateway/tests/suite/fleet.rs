@@ -287,3 +287,34 @@ async fn a_hung_server_does_not_keep_the_gateway_from_listening() {
         "{states:?}"
     );
 }
+
+/// One unset `${VAR}` in one server stopped the whole gateway. Now that server is down with the
+/// reason while the rest serve; `--strict-config` asks for the old refusal.
+#[tokio::test]
+async fn an_unset_variable_downs_one_server_and_strict_config_refuses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fleet = write_fleet(
+        tmp.path(),
+        json!({"needs": {"command": "node", "args": [everything_js()], "env": {"TOKEN": "${AXP_TEST_SURELY_UNSET}"}}}),
+    );
+    let gw = gateway().fleet(&fleet).start();
+    let mut s = Rpc::open(&gw.url, json!({})).await;
+    let r = s.ok("tools/call", json!({"name": "everything__echo", "arguments": {"message": "up"}})).await;
+    assert_eq!(r["content"][0]["text"], "Echo: up", "{r}");
+    let health: Value = reqwest::get(format!("{}/healthz", gw.base)).await.unwrap().json().await.unwrap();
+    let needs = health["providers"].as_array().unwrap().iter().find(|p| p["id"] == "needs").cloned().unwrap();
+    assert_eq!(needs["state"], "down", "{health}");
+    assert!(needs["reason"].as_str().unwrap().contains("AXP_TEST_SURELY_UNSET"), "{health}");
+
+    let out = std::process::Command::new(axp())
+        .args(["serve", "--strict-config", "--listen", "127.0.0.1:0", "--mcp-config"])
+        .arg(&fleet)
+        .arg("--state-dir")
+        .arg(tmp.path().join("state2"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("`AXP_TEST_SURELY_UNSET` is not set"), "{err}");
+}
