@@ -8,7 +8,13 @@ use clap::{Args, Parser, Subcommand};
 
 /// AXP: a gateway that gives AI agents a sandboxed, streaming place to run code and use tools.
 #[derive(Debug, Parser)]
-#[command(name = "axp", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "axp",
+    version,
+    about = "Serve MCP servers, CLIs, skills and plugins to AI agents, each in a kernel sandbox behind a domain allowlist, through one index / describe / job surface.",
+    long_about = None,
+    propagate_version = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -104,7 +110,8 @@ pub struct ServeArgs {
     /// Static tool: bridge command, run as `BRIDGE… call PROVIDER TOOL PARAMS_JSON`.
     #[arg(long)]
     pub mcp_bridge: Option<String>,
-    /// Address to listen on.
+    /// Address to listen on [default: 127.0.0.1:7878, or `listen` in axp.toml]. Other than
+    /// loopback needs `[[operators]]`.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
     /// Speak MCP over stdin/stdout instead of HTTP.
