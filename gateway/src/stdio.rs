@@ -24,11 +24,18 @@ pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
             let _ = stdout.flush().await;
         }
     });
-    // Server-wide notifications (list_changed) go to this client too.
+    // Server-wide notifications (list_changed) go to this client too, once it has initialized:
+    // MCP has a server send nothing but pings and logs before that, and providers still
+    // mounting in the background announce themselves from the first moment. A change before
+    // then is in the tool list the client asks for first.
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
     let mut notes = gw.notify.subscribe();
     let note_tx = out_tx.clone();
     let notes_task = tokio::spawn(async move {
         while let Ok(n) = notes.recv().await {
+            if !*ready_rx.borrow() {
+                continue;
+            }
             if note_tx.send(n.to_string()).is_err() {
                 break;
             }
@@ -62,6 +69,14 @@ pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
                 continue;
             }
         };
+        let initialized = match &msg {
+            axp_protocol::jsonrpc::Incoming::Notification(n) => n.method == "notifications/initialized",
+            axp_protocol::jsonrpc::Incoming::Request(r) => r.method != "initialize",
+            axp_protocol::jsonrpc::Incoming::Response(_) => false,
+        };
+        if initialized {
+            ready_tx.send_replace(true);
+        }
         let gw = gw.clone();
         let out = out_tx.clone();
         let session = session.clone();

@@ -256,7 +256,7 @@ impl Store {
         create_private_dir(state_dir)?;
         let jobs_dir = state_dir.join("jobs");
         create_private_dir(&jobs_dir)?;
-        let lock = lock_dir(&state_dir.join("lock"), options.lock_wait)?;
+        let lock = lock_dir(&state_dir.join(LOCK_FILE), options.lock_wait)?;
 
         let db_path = state_dir.join("axp.db");
         // Create the file ourselves so it is 0600: SQLite gives its -wal and -shm files the
@@ -392,6 +392,23 @@ impl Store {
     /// when `from_seq` is at or past the end. Shorthand for `log_reader(id)?.read(from, max)`.
     pub fn read_log(&self, job_id: &str, from_seq: u64, max: usize) -> Result<Vec<axp_protocol::methods::JobEvent>> {
         self.log_reader(job_id)?.read(from_seq, max)
+    }
+}
+
+/// The file the owning process holds a flock on.
+const LOCK_FILE: &str = "lock";
+
+/// Whether another process holds the state directory `dir` (an `axp serve` running on it).
+/// A directory without a lock file is free. Used to choose a directory, not to claim one:
+/// opening the store takes the lock.
+pub fn in_use(dir: &Path) -> bool {
+    let Ok(file) = OpenOptions::new().write(true).open(dir.join(LOCK_FILE)) else { return false };
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {
+            let _ = rustix::fs::flock(&file, rustix::fs::FlockOperation::Unlock);
+            false
+        }
+        Err(e) => e == rustix::io::Errno::WOULDBLOCK,
     }
 }
 

@@ -264,6 +264,34 @@ async fn shutdown_signal() {
     eprintln!("axp: shutting down");
 }
 
+/// The default state directory, unless this is a stdio gateway and another gateway (the user's
+/// HTTP one, say) holds it: a stdio gateway belongs to the one client that started it, so it
+/// then keeps its state beside, in `axp-stdio/<workspace and fleet>`, and the README's
+/// `axp serve --stdio --mcp-config fleet.json` works next to a running `axp serve`. Plugins
+/// installed with `axp provider add` live in the default directory; pass `--state-dir` to
+/// share them.
+fn default_or_stdio_state_dir(args: &ServeArgs, workspace: &Path) -> PathBuf {
+    use sha2::Digest;
+    let default = default_state_dir();
+    if !args.stdio || !axp_store::in_use(&default) {
+        return default;
+    }
+    let mut h = sha2::Sha256::new();
+    h.update(workspace.as_os_str().as_encoded_bytes());
+    for f in &args.mcp_config {
+        h.update([0]);
+        h.update(f.as_os_str().as_encoded_bytes());
+    }
+    let key = hex::encode(&h.finalize()[..6]);
+    let dir = default.with_file_name("axp-stdio").join(key);
+    tracing::info!(
+        "another gateway holds {}; this stdio gateway keeps its state in {}",
+        default.display(),
+        dir.display()
+    );
+    dir
+}
+
 pub fn default_state_dir() -> PathBuf {
     if let Some(s) = std::env::var_os("XDG_STATE_HOME").filter(|s| !s.is_empty()) {
         return PathBuf::from(s).join("axp");
@@ -290,7 +318,10 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         .map_or_else(std::env::current_dir, Ok)?
         .canonicalize()
         .context("the workspace directory cannot be used")?;
-    let state_dir = args.state_dir.clone().or(settings.state_dir.clone()).unwrap_or_else(default_state_dir);
+    let state_dir = match args.state_dir.clone().or(settings.state_dir.clone()) {
+        Some(dir) => dir,
+        None => default_or_stdio_state_dir(args, &workspace),
+    };
     let state_dir = private_state_dir(&state_dir)?;
     // Operator paths are resolved once, here, like every grant: a process policy carries only
     // resolved paths, and one that resolves differently later is refused (`sandboxing::compile`).

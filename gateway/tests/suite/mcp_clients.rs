@@ -182,3 +182,52 @@ async fn a_job_outlives_blocking_pool_turnovers() {
     assert_eq!(stdout_of(&events), "done\n");
     assert_eq!(exit_of(&events)["code"], 0, "{:?}", exit_of(&events));
 }
+
+/// The README's stdio line, `axp serve --stdio --mcp-config fleet.json`, failed while another
+/// `axp serve` held the default state directory (the client saw only "Connection closed").
+/// A stdio gateway now keeps its state beside it when the default is held.
+#[test]
+fn a_stdio_gateway_runs_next_to_an_http_gateway_on_the_default_state_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let xdg = tmp.path().join("xdg");
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    // The HTTP gateway on what is the default state directory for this XDG_STATE_HOME.
+    let _http = gateway().state(&xdg.join("axp")).workspace(&ws).start();
+    let fleet = write_fleet(tmp.path(), json!({}));
+    let mut child = Command::new(axp())
+        .args(["serve", "--stdio", "--mcp-config"])
+        .arg(&fleet)
+        .arg("--workspace")
+        .arg(&ws)
+        .env("XDG_STATE_HOME", &xdg)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |s: &str| {
+        stdin.write_all(s.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+    );
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let init: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("no answer: {line:?}"));
+    assert_eq!(init["result"]["serverInfo"]["name"], "axp", "{init}");
+    send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"everything__echo","arguments":{"message":"beside"}}}"#,
+    );
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let r: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(r["result"]["content"][0]["text"], "Echo: beside", "{r}");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert!(xdg.join("axp-stdio").is_dir(), "the stdio gateway's own state directory");
+}
