@@ -59,6 +59,10 @@ struct State {
     search: Bm25,
     /// Registration problems (collisions), for `axp serve` logs and describe.
     problems: Vec<String>,
+    /// The providers' tools changed since `entries`, `search` and `problems` were built: they
+    /// are rebuilt on the next read that needs them, once for however many providers
+    /// registered meanwhile (a fleet of hundreds registers at start-up one at a time).
+    stale: bool,
 }
 
 /// Shared registry; cheap to clone.
@@ -111,7 +115,7 @@ impl Registry {
     pub async fn settle(&self) {
         while tokio::time::Instant::now() < self.settle_by {
             let starting =
-                self.read().providers.values().any(|p| !p.available && p.reason.as_deref() == Some(STARTING));
+                self.read_providers().providers.values().any(|p| !p.available && p.reason.as_deref() == Some(STARTING));
             if !starting {
                 return;
             }
@@ -141,24 +145,24 @@ impl Registry {
         let mut st = self.write();
         let removed = st.providers.remove(id).map(|p| p.mount.provider);
         if removed.is_some() {
-            rebuild(&mut st);
+            st.stale = true;
         }
         removed
     }
 
-    /// Replaces a provider's tool list and rebuilds the index.
+    /// Replaces a provider's tool list; the index follows on the next read.
     pub fn set_tools(&self, id: &ProviderId, tools: Vec<ToolSpec>, lint: HashMap<String, Vec<Value>>) {
         let mut st = self.write();
         if let Some(p) = st.providers.get_mut(id) {
             p.tools = tools;
             p.lint = lint;
         }
-        rebuild(&mut st);
+        st.stale = true;
     }
 
     /// Every other provider's published tools (for catalog-wide lint rules).
     pub fn tools_except(&self, id: &ProviderId) -> Vec<(String, Vec<ToolSpec>)> {
-        let st = self.read();
+        let st = self.read_providers();
         st.providers.iter().filter(|(p, _)| *p != id).map(|(p, s)| (p.to_string(), s.tools.clone())).collect()
     }
 
@@ -171,7 +175,7 @@ impl Registry {
     }
 
     pub fn providers(&self) -> Vec<(ProviderId, &'static str, bool, Option<String>, usize)> {
-        let st = self.read();
+        let st = self.read_providers();
         st.providers
             .iter()
             .map(|(id, p)| (id.clone(), p.mount.kind, p.available, p.reason.clone(), p.tools.len()))
@@ -179,7 +183,7 @@ impl Registry {
     }
 
     pub fn provider(&self, id: &ProviderId) -> Option<DynProvider> {
-        self.read().providers.get(id).map(|p| p.mount.provider.clone())
+        self.read_providers().providers.get(id).map(|p| p.mount.provider.clone())
     }
 
     pub fn problems(&self) -> Vec<String> {
@@ -291,7 +295,27 @@ impl Registry {
             .with_data("signature", entry.signature.clone()))
     }
 
+    /// The state with its index up to date (rebuilt here first when providers changed).
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        {
+            let st = self.read_providers();
+            if !st.stale {
+                return st;
+            }
+        }
+        {
+            let mut st = self.write();
+            if st.stale {
+                rebuild(&mut st);
+                st.stale = false;
+            }
+        }
+        self.read_providers()
+    }
+
+    /// The state for questions about providers only (their tools, availability), which the
+    /// index does not answer: no rebuild.
+    fn read_providers(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
