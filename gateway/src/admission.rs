@@ -20,6 +20,8 @@ pub struct Admission {
     lock_path: PathBuf,
     /// Set while a write of the lockfile is scheduled (see [`Admission::admit`]).
     save_pending: Arc<AtomicBool>,
+    /// The catalog's tokenised descriptions, kept from one registration to the next.
+    memo: Mutex<axp_lint::CatalogMemo>,
 }
 
 /// How long new pins wait before the lockfile is written: providers register one at a time at
@@ -56,6 +58,7 @@ impl Admission {
             lock: Arc::new(Mutex::new(lock)),
             lock_path: lock_path.to_path_buf(),
             save_pending: Arc::default(),
+            memo: Mutex::default(),
         })
     }
 
@@ -68,7 +71,9 @@ impl Admission {
         let mut held_back = Vec::new();
         let mut pinned = Vec::new();
         let mut warnings = 0usize;
-        let all_found = lint_tools_in(provider, &tools, &self.config, &lock, others);
+        let mut memo = self.memo.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let all_found = lint_tools_in(provider, &tools, &self.config, &lock, others, &mut memo);
+        drop(memo);
         for (spec, found) in tools.into_iter().zip(all_found) {
             let index = axp_lint::index_name(provider, &spec.name);
             match Verdict::decide(found, &self.config) {

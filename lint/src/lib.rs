@@ -23,6 +23,7 @@ use serde_json::Value;
 
 pub use axp_protocol::ToolSpec;
 pub use catalog::Catalog;
+pub use checks::catalog::CatalogMemo;
 pub use config::LintConfig;
 pub use drift::{Lockfile, check_drift};
 pub use fix::{AppliedFix, fix_tools_json};

@@ -5,6 +5,7 @@
 
 use axp_protocol::ToolSpec;
 
+use crate::checks::catalog::CatalogMemo;
 use crate::checks::{self, Context};
 use crate::report::to_finding;
 use crate::rules::{self, Mode};
@@ -62,19 +63,24 @@ pub fn lint_tool_in(
     lock: &Lockfile,
     others: &Catalog,
 ) -> Vec<Finding> {
-    lint_tools_in(provider, std::slice::from_ref(spec), config, lock, others).pop().unwrap_or_default()
+    let mut memo = CatalogMemo::default();
+    lint_tools_in(provider, std::slice::from_ref(spec), config, lock, others, &mut memo).pop().unwrap_or_default()
 }
 
 /// [`lint_tool_in`] for a provider's whole tool list at once, one list of findings per tool in
 /// order. The catalog is prepared and compared once for the list rather than once per tool:
 /// registering a provider costs its tools times the catalog, which keeps start-up with
 /// thousands of tools in seconds rather than hours.
+///
+/// `memo` keeps the catalog's tokenised descriptions from one registration to the next; pass
+/// the same one for a catalog that changes a provider at a time.
 pub fn lint_tools_in(
     provider: &str,
     specs: &[ToolSpec],
     config: &LintConfig,
     lock: &Lockfile,
     others: &Catalog,
+    memo: &mut CatalogMemo,
 ) -> Vec<Vec<Finding>> {
     let ctx = Context::of(others);
     let mut out: Vec<Vec<Finding>> = specs
@@ -86,12 +92,10 @@ pub fn lint_tools_in(
                 .collect()
         })
         .collect();
-    // Catalog rules against the others: run them over a catalog of the others with this
-    // provider's list in place of what it had, and keep what concerns this provider's tools.
+    // Catalog rules against the others: run them over the others with this provider's list in
+    // place of what it had, and keep what concerns this provider's tools.
     if !others.is_empty() {
-        let mut cat = others.clone();
-        cat.insert(provider, specs.to_vec());
-        for (p, t, r) in checks::catalog::check_catalog_for(&cat, Some(provider)) {
+        for (p, t, r) in checks::catalog::check_catalog_for(others, provider, specs, memo) {
             // A finding names its tool; a name listed twice gets it on its later listing.
             if let Some(i) = specs.iter().rposition(|s| s.name == t) {
                 out[i].extend(to_finding(&p, &t, r, config));

@@ -10,6 +10,9 @@
 //! string.", 0.75) exceed it. Each side needs at least 3 content words, since two-word
 //! descriptions collide by accident.
 
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
 use axp_protocol::ToolSpec;
 
 use super::Raw;
@@ -52,32 +55,86 @@ pub(crate) fn check_name(provider: &str, tool: &ToolSpec, out: &mut Vec<Raw>) {
     }
 }
 
-/// Catalog-wide checks; each finding is attached to the later tool of a pair.
-pub(crate) fn check_catalog(cat: &Catalog) -> Vec<(String, String, Raw)> {
-    check_catalog_for(cat, None)
+/// The tokenised descriptions of a catalog, kept between registrations so that a tool is
+/// tokenised once while its description is unchanged (a gateway registers providers one at a
+/// time, and each registration compares against the whole catalog).
+#[derive(Debug, Default)]
+pub struct CatalogMemo {
+    sets: HashMap<String, Arc<BTreeSet<String>>>,
 }
 
-/// [`check_catalog`], keeping only the findings attached to tools of `only` (when given) and
-/// comparing only the pairs that can produce them: registering one provider costs its tools
-/// times the catalog, not the catalog squared.
-pub(crate) fn check_catalog_for(cat: &Catalog, only: Option<&str>) -> Vec<(String, String, Raw)> {
-    let mut out = Vec::new();
-    for (p, tools) in &cat.providers {
-        if only.is_some_and(|o| o != p) {
-            continue;
+impl CatalogMemo {
+    /// The content set of each description, from the memo or computed; afterwards the memo
+    /// holds exactly these descriptions (what left the catalog is dropped).
+    fn sets<'a>(&mut self, descriptions: impl Iterator<Item = &'a str>) -> Vec<Arc<BTreeSet<String>>> {
+        let mut next = HashMap::new();
+        let out = descriptions
+            .map(|d| {
+                let set = match self.sets.remove(d).or_else(|| next.get(d).cloned()) {
+                    Some(s) => s,
+                    None => Arc::new(content_set(d)),
+                };
+                next.insert(d.to_string(), set.clone());
+                set
+            })
+            .collect();
+        self.sets = next;
+        out
+    }
+}
+
+/// Catalog-wide checks; each finding is attached to the later tool of a pair.
+pub(crate) fn check_catalog(cat: &Catalog) -> Vec<(String, String, Raw)> {
+    let all: Vec<(&str, &ToolSpec)> = cat.iter().collect();
+    check_pairs(&all, None, &mut CatalogMemo::default())
+}
+
+/// [`check_catalog`] over `others` with `provider`'s list `mine` in place of what it had,
+/// keeping only the findings attached to `mine` and comparing only the pairs that can produce
+/// them: registering one provider costs its tools times the catalog, not the catalog squared,
+/// and nothing is cloned.
+pub(crate) fn check_catalog_for(
+    others: &Catalog,
+    provider: &str,
+    mine: &[ToolSpec],
+    memo: &mut CatalogMemo,
+) -> Vec<(String, String, Raw)> {
+    // The catalog's order (providers by name), with `mine` where `provider` sorts.
+    let mut all: Vec<(&str, &ToolSpec)> = Vec::new();
+    let mut placed = false;
+    for (p, tools) in &others.providers {
+        if !placed && p.as_str() > provider {
+            all.extend(mine.iter().map(|t| (provider, t)));
+            placed = true;
         }
-        for (i, t) in tools.iter().enumerate() {
-            if tools[..i].iter().any(|o| o.name == t.name) {
-                out.push((
-                    p.clone(),
-                    t.name.clone(),
-                    Raw::new("AXP023", "/name", format!("provider `{p}` lists `{}` more than once", t.name)),
-                ));
-            }
+        if p != provider {
+            all.extend(tools.iter().map(|t| (p.as_str(), t)));
         }
     }
-    let all: Vec<(&str, &ToolSpec, std::collections::BTreeSet<String>, String)> =
-        cat.iter().map(|(p, t)| (p, t, content_set(&t.description), name_tokens(&t.name).concat())).collect();
+    if !placed {
+        all.extend(mine.iter().map(|t| (provider, t)));
+    }
+    check_pairs(&all, Some(provider), memo)
+}
+
+/// The checks over `all` (in catalog order), for the findings of provider `only` or of all.
+fn check_pairs(all: &[(&str, &ToolSpec)], only: Option<&str>, memo: &mut CatalogMemo) -> Vec<(String, String, Raw)> {
+    let mut out = Vec::new();
+    for (i, (p, t)) in all.iter().enumerate() {
+        if only.is_some_and(|o| o != *p) {
+            continue;
+        }
+        if all[..i].iter().any(|(q, o)| q == p && o.name == t.name) {
+            out.push((
+                p.to_string(),
+                t.name.clone(),
+                Raw::new("AXP023", "/name", format!("provider `{p}` lists `{}` more than once", t.name)),
+            ));
+        }
+    }
+    let sets = memo.sets(all.iter().map(|(_, t)| t.description.as_str()));
+    let all: Vec<(&str, &ToolSpec, &BTreeSet<String>, String)> =
+        all.iter().zip(&sets).map(|((p, t), s)| (*p, *t, s.as_ref(), name_tokens(&t.name).concat())).collect();
     for (j, (pb, tb, sb, nb)) in all.iter().enumerate() {
         if only.is_some_and(|o| o != *pb) {
             continue;
@@ -128,4 +185,50 @@ pub(crate) fn check_catalog_for(cat: &Catalog, only: Option<&str>) -> Vec<(Strin
         }
     }
     out
+}
+
+#[cfg(test)]
+mod registration_tests {
+    use super::*;
+
+    fn tool(name: &str, description: &str) -> ToolSpec {
+        serde_json::from_value(
+            serde_json::json!({"name": name, "description": description, "inputSchema": {"type": "object"}}),
+        )
+        .unwrap()
+    }
+
+    /// One provider's findings against the others equal what the whole catalog's check says
+    /// about that provider's tools, also with a memo carried from an earlier registration.
+    #[test]
+    fn one_providers_check_matches_the_whole_catalogs() {
+        let mut cat = Catalog::new();
+        cat.insert(
+            "alpha",
+            vec![tool("echo", "Echoes back the input string unchanged"), tool("sum", "Adds two numbers")],
+        );
+        cat.insert(
+            "beta",
+            vec![tool("echo_back", "Echo back the input string unchanged"), tool("echo", "Repeats text")],
+        );
+        cat.insert(
+            "gamma",
+            vec![tool("ech0", "Echoes back the input string as is"), tool("echo", "Another echo tool")],
+        );
+        let mut memo = CatalogMemo::default();
+        for provider in ["alpha", "beta", "gamma"] {
+            let whole: Vec<_> = check_catalog(&cat)
+                .into_iter()
+                .filter(|(p, _, _)| p == provider)
+                .map(|(p, t, r)| (p, t, r.rule, r.message))
+                .collect();
+            let mine = cat.providers[provider].clone();
+            let one: Vec<_> = check_catalog_for(&cat, provider, &mine, &mut memo)
+                .into_iter()
+                .map(|(p, t, r)| (p, t, r.rule, r.message))
+                .collect();
+            assert_eq!(one, whole, "{provider}");
+        }
+        assert!(check_catalog(&cat).iter().any(|(_, _, r)| r.rule == "AXP024"), "the fixture has near-duplicates");
+    }
 }
