@@ -466,6 +466,20 @@ struct Inner {
 }
 
 impl Inner {
+    /// A provider's shared state before its first attempt; `starting` for a launched one.
+    fn new(cfg: McpConfig, launcher: Arc<dyn Launcher>, starting: bool) -> Arc<Inner> {
+        let (events, _) = broadcast::channel(64);
+        Arc::new(Inner {
+            cfg,
+            launcher,
+            state: Mutex::new(State { conn: None, reason: "the server is starting".into(), tools: None, starting }),
+            events,
+            shutdown: CancellationToken::new(),
+        })
+    }
+}
+
+impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -847,19 +861,7 @@ impl McpProvider {
     /// [`McpConfig::connect_timeout`]). Never fails: if the server cannot start, the provider
     /// is returned unavailable and keeps retrying in the background.
     pub async fn start(cfg: McpConfig, launcher: Arc<dyn Launcher>) -> Arc<McpProvider> {
-        let (events, _) = broadcast::channel(64);
-        let inner = Arc::new(Inner {
-            cfg,
-            launcher,
-            state: Mutex::new(State {
-                conn: None,
-                reason: "the server is starting".into(),
-                tools: None,
-                starting: false,
-            }),
-            events,
-            shutdown: CancellationToken::new(),
-        });
+        let inner = Inner::new(cfg, launcher, false);
         let (first_tx, first_rx) = oneshot::channel();
         let handle = tokio::spawn(supervise(inner.clone(), Some(first_tx)));
         let _ = first_rx.await;
@@ -872,19 +874,7 @@ impl McpProvider {
     /// gateway mounts its fleet this way so that it listens at once and one slow or hung server
     /// delays nobody.
     pub fn launch(cfg: McpConfig, launcher: Arc<dyn Launcher>) -> Arc<McpProvider> {
-        let (events, _) = broadcast::channel(64);
-        let inner = Arc::new(Inner {
-            cfg,
-            launcher,
-            state: Mutex::new(State {
-                conn: None,
-                reason: "the server is starting".into(),
-                tools: None,
-                starting: true,
-            }),
-            events,
-            shutdown: CancellationToken::new(),
-        });
+        let inner = Inner::new(cfg, launcher, true);
         let handle = tokio::spawn(supervise(inner.clone(), None));
         Arc::new(McpProvider { inner, supervisor: Mutex::new(Some(handle)) })
     }
