@@ -122,7 +122,10 @@ fn exit(result: anyhow::Result<i32>) -> ExitCode {
 }
 
 fn init_tracing(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AXP_LOG").unwrap_or_else(|_| "axp=info,warn".into());
+    // rmcp's transport worker logs an ERROR of its own for each failed connection attempt, with
+    // Rust types in it; the gateway already says what failed, once per attempt, in words.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AXP_LOG")
+        .unwrap_or_else(|_| "axp=info,rmcp::transport::worker=off,warn".into());
     // Colours only for a terminal that wants them: a log redirected to a file, or `NO_COLOR`
     // set, gets plain text.
     use std::io::IsTerminal;

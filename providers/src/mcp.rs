@@ -593,7 +593,7 @@ impl Session {
                 let transport = StreamableHttpClientTransport::from_config(config);
                 let running = serve_client_with_ct(handler, transport, service_ct.clone())
                     .await
-                    .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+                    .map_err(|e| format!("cannot connect to {url}: {}", for_people(&e)))?;
                 (running, None)
             }
             McpTransport::LegacySse { url, headers } => {
@@ -1164,5 +1164,56 @@ mod tests {
         drop(guard);
         assert!(router.lock().routes.is_empty());
         assert_eq!(router.lock().orphans.len(), 1);
+    }
+}
+
+/// An error as a person wants to read it: the innermost cause of the chain (`Connection
+/// refused (os error 111)`), which says what went wrong, rather than the outer layers, whose
+/// messages name library types (`rmcp::transport::worker::WorkerTransport<…>`).
+fn for_people(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut deepest: &dyn std::error::Error = e;
+    while let Some(next) = deepest.source() {
+        deepest = next;
+    }
+    let text = deepest.to_string();
+    // Without a chain to walk, drop bracketed Rust paths from the one message there is.
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']') else { break };
+        let inner = &rest[open + 1..open + close];
+        out.push_str(&rest[..open]);
+        if !inner.contains("::") {
+            out.push_str(&rest[open..=open + close]);
+        }
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod for_people_tests {
+    use super::for_people;
+
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "Send message error Transport [rmcp::transport::worker::WorkerTransport<X>] error")
+        }
+    }
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn the_innermost_cause_and_no_type_names() {
+        let e = Outer(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(for_people(&e), "connection refused");
+        let alone = std::io::Error::other("Transport [rmcp::x::Y<z::W>] closed [at 3]");
+        assert_eq!(for_people(&alone), "Transport closed [at 3]");
     }
 }
