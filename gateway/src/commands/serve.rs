@@ -67,9 +67,13 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         .iter()
         .filter(|(_, _, up, reason, _)| !*up && reason.as_deref() == Some(crate::registry::STARTING))
         .count();
-    let more = if starting > 0 { format!("; {starting} more starting (`/healthz` shows each)") } else { String::new() };
+    let more = if starting > 0 {
+        format!(", {starting} more starting and joining as they come up (`/healthz` shows each)")
+    } else {
+        String::new()
+    };
     eprintln!(
-        "axp: serving {} tools from {} providers on http://{addr}/axp (MCP: http://{addr}/mcp){more}",
+        "axp: serving on http://{addr}/axp (MCP: http://{addr}/mcp): {} tools from {} providers ready{more}",
         gw.registry.len(),
         providers.len() - starting
     );
