@@ -16,6 +16,49 @@ fn python_client(args: &[&str]) -> Value {
     serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
 
+/// `axp serve --stdio ARGS…` with raw line framing (MCP's stdio transport), as a client host runs it.
+struct StdioGateway {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl StdioGateway {
+    fn start(args: &[&std::ffi::OsStr], env: &[(&str, &std::path::Path)]) -> Self {
+        let mut child = Command::new(axp())
+            .args(["serve", "--stdio"])
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        StdioGateway { child, stdin, out }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|_| panic!("not a JSON-RPC line: {line:?}"))
+    }
+
+    /// Closes stdin and waits for a clean exit.
+    fn finish(mut self) {
+        drop(self.stdin.take());
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
 #[tokio::test]
 async fn python_sdk_over_streamable_http() {
     let tmp = tempfile::tempdir().unwrap();
@@ -54,51 +97,37 @@ fn raw_stdio_survives_bad_lines() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
-    let mut child = Command::new(axp())
-        .args(["serve", "--stdio", "--state-dir"])
-        .arg(tmp.path().join("state"))
-        .arg("--workspace")
-        .arg(&ws)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut send = |s: &str| {
-        stdin.write_all(s.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    };
-    let mut read = || {
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line).unwrap()
-    };
-    send("this is not json");
-    assert_eq!(read()["error"]["code"], -32700);
-    send(
+    let mut gw = StdioGateway::start(
+        &[
+            std::ffi::OsStr::new("--state-dir"),
+            tmp.path().join("state").as_os_str(),
+            std::ffi::OsStr::new("--workspace"),
+            ws.as_os_str(),
+        ],
+        &[],
+    );
+    gw.send("this is not json");
+    assert_eq!(gw.read()["error"]["code"], -32700);
+    gw.send(
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
     );
-    let init = read();
+    let init = gw.read();
     assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
-    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-    send(r#"{"jsonrpc":"2.0","id":2,"method":"nope"}"#);
-    assert_eq!(read()["error"]["code"], -32601);
-    send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#);
-    let tools = read();
+    gw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    gw.send(r#"{"jsonrpc":"2.0","id":2,"method":"nope"}"#);
+    assert_eq!(gw.read()["error"]["code"], -32601);
+    gw.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#);
+    let tools = gw.read();
     let names: Vec<&str> =
         tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"files__read_file"), "{names:?}");
     std::fs::write(ws.join("note.txt"), "from the workspace").unwrap();
-    send(
+    gw.send(
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"files__read_file","arguments":{"path":"note.txt"}}}"#,
     );
-    let r = read();
+    let r = gw.read();
     assert_eq!(r["result"]["content"][0]["text"], "from the workspace", "{r}");
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    gw.finish();
 }
 
 #[tokio::test]
@@ -195,39 +224,20 @@ fn a_stdio_gateway_runs_next_to_an_http_gateway_on_the_default_state_dir() {
     // The HTTP gateway on what is the default state directory for this XDG_STATE_HOME.
     let _http = gateway().state(&xdg.join("axp")).workspace(&ws).start();
     let fleet = write_fleet(tmp.path(), json!({}));
-    let mut child = Command::new(axp())
-        .args(["serve", "--stdio", "--mcp-config"])
-        .arg(&fleet)
-        .arg("--workspace")
-        .arg(&ws)
-        .env("XDG_STATE_HOME", &xdg)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut send = |s: &str| {
-        stdin.write_all(s.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    };
-    send(
+    let mut gw = StdioGateway::start(
+        &[std::ffi::OsStr::new("--mcp-config"), fleet.as_os_str(), std::ffi::OsStr::new("--workspace"), ws.as_os_str()],
+        &[("XDG_STATE_HOME", &xdg)],
+    );
+    gw.send(
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
     );
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let init: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("no answer: {line:?}"));
+    let init = gw.read();
     assert_eq!(init["result"]["serverInfo"]["name"], "axp", "{init}");
-    send(
+    gw.send(
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"everything__echo","arguments":{"message":"beside"}}}"#,
     );
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    let r: Value = serde_json::from_str(&line).unwrap();
+    let r = gw.read();
     assert_eq!(r["result"]["content"][0]["text"], "Echo: beside", "{r}");
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    gw.finish();
     assert!(xdg.join("axp-stdio").is_dir(), "the stdio gateway's own state directory");
 }
