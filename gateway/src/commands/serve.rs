@@ -390,24 +390,26 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         grantable.extend(op.capabilities.iter().flatten().cloned());
     }
     keep_state_dir_out_of_reach(&state_dir, &workspace, &grantable, &settings.sandbox.extra_read)?;
+    // The built-in tools are served when nothing else is configured (and not turned off).
+    let nothing_configured = fleet.servers.is_empty()
+        && fleet.unresolved.is_empty()
+        && fleet.statics.is_empty()
+        && settings.cli.is_empty()
+        && settings.skill_dirs.is_empty();
+    let builtin = nothing_configured && !args.no_builtin;
+    let approvals = crate::guard::approvals_from(&settings, &fleet);
     {
         // The tools whose processes run with the workspace's own authority, as a session's
-        // command would: the built-in tools (served when nothing else is), `[[cli]]` tools and
-        // skills. MCP servers run with their own grants and secrets, which a session lacks.
-        let nothing_configured = fleet.servers.is_empty()
-            && fleet.unresolved.is_empty()
-            && fleet.statics.is_empty()
-            && settings.cli.is_empty()
-            && settings.skill_dirs.is_empty();
+        // command would: the built-in tools, `[[cli]]` tools and skills. MCP servers run with
+        // their own grants and secrets, which a session lacks.
         let mut like_spawn: Vec<String> = Vec::new();
-        if nothing_configured && !args.no_builtin {
+        if builtin {
             like_spawn.extend(mount::BUILTIN_TOOLS.iter().map(|t| format!("files__{t}")));
         }
         for c in &settings.cli {
             like_spawn.extend(c.tools.iter().map(|t| format!("{}__{}", c.provider, t.name)));
         }
         let skills = !settings.skill_dirs.is_empty();
-        let approvals = crate::guard::approvals_from(&settings, &fleet);
         refuse_approvals_that_spawn_bypasses(&approvals, &grantable, &like_spawn, skills)?;
     }
 
@@ -466,7 +468,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     }
     let guard = crate::guard::Guard {
         operators: crate::operators::Operators::build(&settings.operators, &state_dir, &ProcessEnv)?,
-        approvals: crate::guard::approvals_from(&settings, &fleet),
+        approvals,
         quotas,
     };
     let options = Options {
@@ -478,13 +480,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission).with_guard(guard).shared();
 
     let launcher = provider_launcher(&tiers)?;
-    let nothing_configured = fleet.servers.is_empty()
-        && fleet.unresolved.is_empty()
-        && fleet.statics.is_empty()
-        && settings.cli.is_empty()
-        && settings.skill_dirs.is_empty();
     let mut mounts: Vec<Mount> = Vec::new();
-    if nothing_configured && !args.no_builtin {
+    if builtin {
         mounts.push(mount::builtin(&workspace, launcher.clone())?);
     } else if !args.no_builtin {
         tracing::info!(
