@@ -6,6 +6,7 @@ pub mod bad_input;
 pub mod caps;
 pub mod cli;
 pub mod codemode;
+pub mod crash;
 pub mod denials;
 pub mod egress;
 pub mod escapes;
