@@ -17,8 +17,8 @@ use axp_protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::env::{EnvSource, expand};
-use super::{ConfigError, ConfigProblem, unknown_field_hint};
+use crate::env::{EnvSource, expand};
+use crate::{ConfigError, ConfigProblem, unknown_field_hint};
 
 /// How a provider's tools are named in the index (DESIGN §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -70,7 +70,7 @@ struct RawServer {
     timeout_s: Option<u64>,
     enabled: Option<bool>,
     prefix: Option<PrefixMode>,
-    approval: Option<super::policy::Approval>,
+    approval: Option<crate::policy::Approval>,
     // Keys other MCP clients define; understood where they mean something to us.
     disabled: Option<bool>,
     timeout: Option<u64>,
@@ -270,7 +270,7 @@ pub fn parse(text: &str, path: &Path, env: &dyn EnvSource) -> Result<Fleet, Conf
                 column: Some(1),
                 path: None,
                 message: "no MCP servers found: expected a top-level `mcpServers` (Claude Desktop, Cursor, Claude Code), `servers` (VS Code) or `provider`+`bridge`+`tools` (AXP static form)".into(),
-                hint: crate::config::nearest(
+                hint: crate::nearest(
                     top.keys().next().map(String::as_str).unwrap_or(""),
                     ["mcpServers", "servers", "provider"],
                 )
@@ -530,7 +530,7 @@ fn resolve_servers(
             isolation: s.isolation.unwrap_or_default(),
             timeout_s: s.timeout_s.or(s.timeout).unwrap_or(DEFAULT_TIMEOUT_S),
             prefix: s.prefix.unwrap_or_default(),
-            approval_required: s.approval == Some(super::policy::Approval::Required),
+            approval_required: s.approval == Some(crate::policy::Approval::Required),
             source: path.to_path_buf(),
         });
     }

@@ -1,8 +1,8 @@
 //! The operator-policy sections of `axp.toml`: `[[operators]]` (who may open sessions, with
 //! what ceiling, and who may sign policy changes), `[approval]` (tools whose calls wait for an
 //! operator) and `[quotas]` (per-session limits). Raw serde structs only; they refuse unknown
-//! keys like the rest of the file, and `crate::operators`, `crate::approvals` and
-//! `crate::quotas` validate and apply them.
+//! keys like the rest of the file, and the gateway's `operators`, `approvals` and
+//! `quotas` modules validate and apply them.
 
 use serde::Deserialize;
 

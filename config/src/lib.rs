@@ -1,13 +1,15 @@
-//! Configuration loading (DESIGN §6) in two tiers: raw serde formats that refuse unknown keys,
-//! resolved into validated structures by functions that collect every problem before failing.
-//! Errors name the file, line and column, and the nearest valid key for a typo. This module
-//! reads files and the environment (through [`env::EnvSource`]) and nothing else; it never
-//! starts anything.
+//! The operator's configuration files (DESIGN §6), parsed in two tiers: raw serde formats that
+//! refuse unknown keys, resolved into validated structures by functions that collect every
+//! problem before failing. Errors name the file, line and column, and the nearest valid key for
+//! a typo. This crate reads text and the environment (through [`env::EnvSource`]) and nothing
+//! else: it never starts anything and opens no socket, so the fleet parser can be fuzzed on its
+//! own. It holds the fleet formats (`fleet`), `${VAR}` expansion (`env`), the operator-policy
+//! sections of `axp.toml` (`policy`) and the shared error type; the gateway's `settings` module
+//! reads the rest of `axp.toml`, whose sections are the gateway's own types.
 
 pub mod env;
 pub mod fleet;
 pub mod policy;
-pub mod settings;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ConfigError, ConfigProblem, line_col, unknown_field_hint};
+use crate::config::{ConfigError, ConfigProblem, line_col, unknown_field_hint};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,11 +41,11 @@ pub struct Settings {
     pub egress: EgressSettings,
     /// Operator credentials and their ceilings (see `config/policy.rs`).
     #[serde(default)]
-    pub operators: Vec<super::policy::OperatorSettings>,
+    pub operators: Vec<crate::config::policy::OperatorSettings>,
     #[serde(default)]
-    pub approval: super::policy::ApprovalSettings,
+    pub approval: crate::config::policy::ApprovalSettings,
     #[serde(default)]
-    pub quotas: super::policy::QuotaSettings,
+    pub quotas: crate::config::policy::QuotaSettings,
 }
 
 /// `[egress]`: how the egress proxy resolves and which addresses it may reach. The allowlist
@@ -196,7 +196,7 @@ pub struct CliToolSettings {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// `"required"`: every call waits for an operator's approval.
-    pub approval: Option<super::policy::Approval>,
+    pub approval: Option<crate::config::policy::Approval>,
 }
 
 impl CliToolSettings {
