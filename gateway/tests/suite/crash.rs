@@ -14,12 +14,15 @@ use serde_json::{Value, json};
 use super::*;
 
 const JOBS: usize = 100;
-/// Every `QUICK_EVERY`-th job prints [`QUICK_LINES`] lines and exits by itself before the kill;
-/// the others print a line every 200 ms until they are stopped.
-const QUICK_EVERY: usize = 5;
+/// Of every five jobs, one prints [`QUICK_LINES`] lines and exits by itself before the kill, one
+/// is chatty (a line every 50 ms until it is stopped: its log outgrows its job's row and moves
+/// to files before the kill), and three print [`QUIET_LINES`] lines and then run on silently
+/// (their logs stay in their rows). A crash must lose nothing in either place.
 const QUICK_LINES: usize = 3;
-/// The kill comes once every running job has had at least this many events acknowledged.
-const ACKED_BEFORE_KILL: usize = 4;
+const QUIET_LINES: usize = 8;
+/// A chatty job has this many events acknowledged before the kill: more than a row holds
+/// (`axp_store::log::SMALL_LOG_EVENTS`, 32).
+const CHATTY_ACKED: usize = 48;
 
 /// A process as `/proc` shows it, named by pid *and* start time so that a pid the kernel hands
 /// to a new process after this one died is never mistaken for it.
@@ -77,24 +80,40 @@ fn inner_pid(p: &Proc) -> Option<u32> {
     status.lines().find(|l| l.starts_with("NSpid:"))?.split_whitespace().last()?.parse().ok()
 }
 
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Kind {
+    /// Exits by itself with this code before the kill.
+    Quick(i64),
+    Chatty,
+    Quiet,
+}
+
 /// What each job is, and what its output and end must be.
 struct Job {
     id: String,
     /// A word in the job's script, so its processes can be told apart by their command line.
     marker: String,
-    /// `Some(code)` for a job that exits by itself before the kill.
-    exits: Option<i64>,
+    kind: Kind,
 }
 
-fn script(i: usize, marker: &str, exits: Option<i64>) -> String {
-    match exits {
-        Some(code) => format!(
-            ": {marker}; echo pid $$; n=0; while [ $n -lt {QUICK_LINES} ]; do n=$((n+1)); echo job-{i} line-$n; sleep 0.05; done; exit {code}"
+fn script(i: usize, marker: &str, kind: Kind) -> String {
+    let head = format!(": {marker}; echo pid $$; n=0;");
+    match kind {
+        Kind::Quick(code) => format!(
+            "{head} while [ $n -lt {QUICK_LINES} ]; do n=$((n+1)); echo job-{i} line-$n; sleep 0.05; done; exit {code}"
         ),
-        None => {
-            format!(": {marker}; echo pid $$; n=0; while true; do n=$((n+1)); echo job-{i} line-$n; sleep 0.2; done")
-        }
+        Kind::Chatty => format!("{head} while true; do n=$((n+1)); echo job-{i} line-$n; sleep 0.05; done"),
+        Kind::Quiet => format!(
+            "{head} while [ $n -lt {QUIET_LINES} ]; do n=$((n+1)); echo job-{i} line-$n; sleep 0.05; done; while true; do sleep 1; done"
+        ),
     }
+}
+
+/// Whether job `id`'s log has an index file under `state`, i.e. it lives in files and not in
+/// its job's row.
+fn has_index_file(state: &Path, id: &str) -> bool {
+    let name = format!("{id}.idx");
+    std::fs::read_dir(state.join("jobs")).into_iter().flatten().flatten().any(|shard| shard.path().join(&name).exists())
 }
 
 /// Checks a job's whole stdout: `pid N`, then `job-I line-1`, `line-2`, … with no gap, each line
@@ -138,9 +157,13 @@ async fn a_gateway_killed_amid_100_running_jobs_keeps_every_acknowledged_event_a
     let starting = Instant::now();
     for i in 0..JOBS {
         let marker = format!("{nonce}-job-{i}");
-        let exits = (i % QUICK_EVERY == 0).then_some((i / QUICK_EVERY % 4) as i64);
-        let r = s.ok("job.start", json!({"command": ["sh", "-c", script(i, &marker, exits)]})).await;
-        jobs.push(Job { id: r["job_id"].as_str().unwrap().to_string(), marker, exits });
+        let kind = match i % 5 {
+            0 => Kind::Quick((i / 5 % 4) as i64),
+            1 => Kind::Chatty,
+            _ => Kind::Quiet,
+        };
+        let r = s.ok("job.start", json!({"command": ["sh", "-c", script(i, &marker, kind)]})).await;
+        jobs.push(Job { id: r["job_id"].as_str().unwrap().to_string(), marker, kind });
     }
     let start_all = starting.elapsed();
 
@@ -167,13 +190,15 @@ async fn a_gateway_killed_amid_100_running_jobs_keeps_every_acknowledged_event_a
         })
         .collect();
 
-    // Kill once every quick job's exit has been seen and every other job has a few events out.
+    // Kill once every quick job's exit has been seen, every chatty job's log has outgrown its
+    // row, and every quiet job has printed all it will.
     let ready = || {
-        jobs.iter().zip(&seen).all(|(job, seen)| {
+        jobs.iter().zip(&seen).enumerate().all(|(i, (job, seen))| {
             let seen = seen.lock().unwrap();
-            match job.exits {
-                Some(_) => !exit_of(&seen).is_null(),
-                None => seen.len() >= ACKED_BEFORE_KILL,
+            match job.kind {
+                Kind::Quick(_) => !exit_of(&seen).is_null(),
+                Kind::Chatty => seen.len() >= CHATTY_ACKED,
+                Kind::Quiet => stdout_of(&seen).contains(&format!("job-{i} line-{QUIET_LINES}\n")),
             }
         })
     };
@@ -187,7 +212,7 @@ async fn a_gateway_killed_amid_100_running_jobs_keeps_every_acknowledged_event_a
     // job the one whose pid inside its sandbox is the `$$` it printed.
     let tree = descendants(gw_pid);
     for (i, (job, seen)) in jobs.iter().zip(&seen).enumerate() {
-        if job.exits.is_some() {
+        if matches!(job.kind, Kind::Quick(_)) {
             continue;
         }
         let (pid, _) = check_stdout(i, &seen.lock().unwrap());
@@ -211,6 +236,14 @@ async fn a_gateway_killed_amid_100_running_jobs_keeps_every_acknowledged_event_a
     gw.child.kill().unwrap();
     gw.child.wait().unwrap();
     drop(gw);
+    // Both places a log can be in were crashed: chatty jobs' logs in files, quiet jobs' in rows.
+    for (i, job) in jobs.iter().enumerate() {
+        match job.kind {
+            Kind::Chatty => assert!(has_index_file(&state, &job.id), "job {i}: its log did not move to files"),
+            Kind::Quiet => assert!(!has_index_file(&state, &job.id), "job {i}: its log left its row"),
+            Kind::Quick(_) => {}
+        }
+    }
 
     // The sandboxed children die with the gateway (PDEATHSIG on the sandbox's supervisor, and
     // the job's pid namespace dies with its init). Give the kernel a moment to deliver that.
@@ -252,8 +285,8 @@ async fn a_gateway_killed_amid_100_running_jobs_keeps_every_acknowledged_event_a
         let (_, lines) = check_stdout(i, &replay);
         let st = s2.ok("job.status", json!({"job_id": job.id})).await;
         assert_eq!(st["next_seq"], replay.len() as u64, "job {i}: status and log disagree on its length");
-        match job.exits {
-            Some(code) => {
+        match job.kind {
+            Kind::Quick(code) => {
                 assert_eq!(exit["state"], "exited", "job {i}: {exit}");
                 assert_eq!(exit["code"], code, "job {i}: {exit}");
                 assert_eq!(st["state"], "exited", "job {i}: {st}");
@@ -261,20 +294,23 @@ async fn a_gateway_killed_amid_100_running_jobs_keeps_every_acknowledged_event_a
                 assert_eq!(lines, QUICK_LINES, "job {i}");
                 assert_eq!(&replay, acked, "job {i}: a job seen to its end replays identically");
             }
-            None => {
+            Kind::Chatty | Kind::Quiet => {
+                if job.kind == Kind::Quiet {
+                    assert_eq!(lines, QUIET_LINES, "job {i}");
+                }
                 assert_eq!(exit["state"], "lost", "job {i}: {exit}");
                 assert!(exit["code"].is_null(), "job {i}: {exit}");
                 assert_eq!(st["state"], "lost", "job {i}: {st}");
             }
         }
-        *ended.entry(if job.exits.is_some() { "exited" } else { "lost" }).or_default() += 1;
+        *ended.entry(if matches!(job.kind, Kind::Quick(_)) { "exited" } else { "lost" }).or_default() += 1;
     }
     let list = s2.ok("job.list", json!({})).await;
     let states: HashSet<&str> = list["jobs"].as_array().unwrap().iter().map(|j| j["state"].as_str().unwrap()).collect();
     assert_eq!(list["jobs"].as_array().unwrap().len(), JOBS);
     assert!(states.iter().all(|s| *s == "exited" || *s == "lost"), "job states after restart: {states:?}");
-    assert_eq!(ended["exited"], JOBS / QUICK_EVERY);
-    assert_eq!(ended["lost"], JOBS - JOBS / QUICK_EVERY);
+    assert_eq!(ended["exited"], JOBS / 5);
+    assert_eq!(ended["lost"], JOBS - JOBS / 5);
     eprintln!(
         "crash: {JOBS} jobs started in {:.1} s, {acked_total} events acknowledged before SIGKILL, {} processes in \
          the gateway's tree all gone; first start {:.0} ms, restart recovering {} lost jobs {:.0} ms; whole test {:.1} s",
