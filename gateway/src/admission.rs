@@ -3,8 +3,14 @@
 //! the index. A rule in `deny` mode keeps the tool out; drift of a pinned tool (a "rug pull")
 //! under `deny` keeps serving the pinned version until an operator approves the change with
 //! `axp lint --approve`. First sightings are pinned in the lockfile automatically.
+//!
+//! The lockfile (`STATE/axp.lock`) is shared with the operator's `axp lint --approve`: every
+//! write on either side is a read-merge-write under an advisory lock ([`update_lockfile`]), the
+//! gateway writes each held-back change to `STATE/held-back.json` so the CLI can approve the
+//! version the gateway actually saw, and the gateway re-reads the lockfile when it changes
+//! ([`Admission::reload`]), so an approval takes effect without a restart.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,12 +18,57 @@ use std::sync::{Arc, Mutex};
 use axp_lint::registration::lint_tools_in;
 use axp_lint::{Catalog, Finding, LintConfig, Lockfile, Verdict};
 use axp_protocol::ToolSpec;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+/// The pins lockfile's name in the state directory.
+pub const LOCK_FILE: &str = "axp.lock";
+/// The record of held-back changes in the state directory: for each tool whose new version
+/// waits for approval, the version the provider now publishes.
+pub const HELD_FILE: &str = "held-back.json";
+
+/// One change held back: the provider and the new version of its tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Held {
+    pub provider: String,
+    pub spec: ToolSpec,
+    /// Rules other than drift that the new version breaks: approving lifts only the drift
+    /// hold, so with any of these the gateway refuses the tool once it is approved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_breaks: Vec<String>,
+}
+
+/// The gateway's pins: the lockfile as last read or written, and the first sightings pinned
+/// since, which the next write adds to whatever the file then holds.
+#[derive(Default)]
+struct Pins {
+    lock: Lockfile,
+    unsaved: BTreeSet<String>,
+}
+
+impl Pins {
+    /// The file's pins plus this gateway's unsaved first sightings (the file wins elsewhere:
+    /// it holds the operator's approvals).
+    fn merge_from(&mut self, mut file: Lockfile) -> bool {
+        for key in &self.unsaved {
+            if let Some(pin) = self.lock.tools.get(key) {
+                file.tools.entry(key.clone()).or_insert_with(|| pin.clone());
+            }
+        }
+        let changed = file != self.lock;
+        self.lock = file;
+        changed
+    }
+}
 
 pub struct Admission {
     config: LintConfig,
-    lock: Arc<Mutex<Lockfile>>,
+    lock: Arc<Mutex<Pins>>,
     lock_path: PathBuf,
+    /// Changes held back, by index name, as written to [`HELD_FILE`].
+    held: Mutex<BTreeMap<String, Held>>,
+    /// The `axp lint --approve` line the held-back warning gives the operator.
+    approve_hint: String,
     /// Set while a write of the lockfile is scheduled (see [`Admission::admit`]).
     save_pending: Arc<AtomicBool>,
     /// The catalog's tokenised descriptions, kept from one registration to the next.
@@ -41,30 +92,56 @@ pub struct Admitted {
 }
 
 impl Admission {
-    /// `[lint]` from the settings (absent: defaults) and the lockfile (absent: empty).
-    pub fn load(lint_table: Option<&toml::Value>, lock_path: &Path) -> anyhow::Result<Self> {
+    /// `[lint]` from the settings (absent: defaults) and the lockfile in `state_dir` (absent:
+    /// empty). `approve_with` is what the operator adds to `axp lint --approve TOOL` to reach
+    /// this state directory (empty for the default one).
+    pub fn load(lint_table: Option<&toml::Value>, state_dir: &Path, approve_with: &str) -> anyhow::Result<Self> {
+        let lock_path = state_dir.join(LOCK_FILE);
+        let lock_path = lock_path.as_path();
         let config = match lint_table {
             Some(toml::Value::Table(t)) => LintConfig::from_table(t).map_err(|e| anyhow::anyhow!("[lint]: {e}"))?,
             Some(_) => anyhow::bail!("[lint] must be a table"),
             None => LintConfig::default(),
         };
-        let lock = match std::fs::read_to_string(lock_path) {
-            Ok(text) => Lockfile::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", lock_path.display()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Lockfile::default(),
-            Err(e) => anyhow::bail!("cannot read {}: {e}", lock_path.display()),
-        };
+        let lock = read_lockfile(lock_path)?;
+        // What was held back before a restart is seen again at the first registration.
+        let _ = std::fs::remove_file(state_dir.join(HELD_FILE));
         Ok(Self {
             config,
-            lock: Arc::new(Mutex::new(lock)),
+            lock: Arc::new(Mutex::new(Pins { lock, unsaved: BTreeSet::new() })),
             lock_path: lock_path.to_path_buf(),
+            held: Mutex::default(),
+            approve_hint: approve_with.to_string(),
             save_pending: Arc::default(),
             memo: Mutex::default(),
         })
     }
 
+    /// Re-reads the lockfile after it changed on disk (an operator's approval) and keeps this
+    /// gateway's unsaved first sightings. Returns the providers whose held-back tools should be
+    /// registered again, or none if the pins did not change.
+    pub fn reload(&self) -> Vec<String> {
+        let file = match read_lockfile(&self.lock_path) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(error = %e, "the pins lockfile changed but cannot be read; keeping the pins in force");
+                return Vec::new();
+            }
+        };
+        let changed = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).merge_from(file);
+        if !changed {
+            return Vec::new();
+        }
+        let held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let providers: BTreeSet<String> = held.values().map(|h| h.provider.clone()).collect();
+        providers.into_iter().collect()
+    }
+
     /// Lints `tools` of `provider` against the rest of the catalog (`others`).
     pub fn admit(&self, provider: &str, tools: Vec<ToolSpec>, others: &Catalog) -> Admitted {
-        let mut lock = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut pins = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held_before = held.clone();
         let mut publish = Vec::new();
         let mut findings = HashMap::new();
         let mut refused = Vec::new();
@@ -72,14 +149,16 @@ impl Admission {
         let mut pinned = Vec::new();
         let mut warnings = 0usize;
         let mut memo = self.memo.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let all_found = lint_tools_in(provider, &tools, &self.config, &lock, others, &mut memo);
+        let all_found = lint_tools_in(provider, &tools, &self.config, &pins.lock, others, &mut memo);
         drop(memo);
         for (spec, found) in tools.into_iter().zip(all_found) {
             let index = axp_lint::index_name(provider, &spec.name);
             match Verdict::decide(found, &self.config) {
                 Verdict::Publish { warnings: w } => {
+                    held.remove(&index);
                     if w.iter().any(|f| f.rule_id == "AXP038") {
-                        lock.pin(provider, &spec);
+                        pins.lock.pin(provider, &spec);
+                        pins.unsaved.insert(index.clone());
                         pinned.push(index);
                     }
                     warnings += w.len();
@@ -90,9 +169,12 @@ impl Admission {
                     let reasons = refuse.reasons_text();
                     let Verdict::Refuse { reasons: fs } = &refuse else { continue };
                     let drift = fs.iter().any(|f| f.rule_id == "AXP037");
-                    match lock.pinned_spec(&index).filter(|_| drift) {
+                    match pins.lock.pinned_spec(&index).filter(|_| drift) {
                         Some(old) => {
-                            tracing::warn!(tool = %index, "tool changed since it was pinned; serving the pinned version until `axp lint --approve {index}`");
+                            tracing::warn!(tool = %index, "tool changed since it was pinned; serving the pinned version until `axp lint --approve {index}{}`", self.approve_hint);
+                            let also_breaks = reasons.iter().filter(|r| !r.starts_with("AXP037")).cloned().collect();
+                            let new = Held { provider: provider.to_string(), spec: spec.clone(), also_breaks };
+                            held.insert(index.clone(), new);
                             findings.insert(old.name.clone(), fs.iter().map(finding_json).collect());
                             held_back.push(json!({"tool": index, "reasons": reasons}));
                             publish.push(old);
@@ -105,7 +187,13 @@ impl Admission {
                 }
             }
         }
-        drop(lock);
+        drop(pins);
+        // Tools of this provider that are gone are no longer held back.
+        held.retain(|index, h| h.provider != provider || publish.iter().any(|s| &axp_lint::index_name(provider, &s.name) == index));
+        if *held != held_before {
+            write_held(&held, &self.lock_path.with_file_name(HELD_FILE));
+        }
+        drop(held);
         if !pinned.is_empty() {
             self.schedule_save();
         }
@@ -143,19 +231,87 @@ impl Admission {
     }
 }
 
-fn save(lock: &Mutex<Lockfile>, path: &Path) {
-    let text = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).to_toml_string();
-    let written = text.map_err(|e| anyhow::anyhow!("{e}")).and_then(|text| {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let tmp = path.with_extension("lock.tmp");
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, path)?;
-        Ok(())
+/// Adds this gateway's unsaved first sightings to the lockfile on disk, keeping everything the
+/// file holds (an operator's approval made meanwhile included).
+fn save(pins: &Mutex<Pins>, path: &Path) {
+    let written = update_lockfile(path, |file| {
+        let mut pins = pins.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        pins.merge_from(file.clone());
+        pins.unsaved.clear();
+        *file = pins.lock.clone();
     });
     if let Err(e) = written {
         tracing::error!(error = %e, path = %path.display(), "cannot write the lockfile");
+    }
+}
+
+/// Reads a lockfile; a missing one is empty.
+pub fn read_lockfile(path: &Path) -> anyhow::Result<Lockfile> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Lockfile::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Lockfile::default()),
+        Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Changes the lockfile at `path` as one read-merge-write under an exclusive advisory lock
+/// (`flock` on a `.flock` file beside it), so the gateway's writes of new pins and an
+/// operator's `axp lint --approve` never overwrite each other. The file is replaced by rename,
+/// so a reader never sees half of it. A lockfile that does not parse is left alone: it is the
+/// operator's to fix.
+pub fn update_lockfile(path: &Path, change: impl FnOnce(&mut Lockfile)) -> anyhow::Result<Lockfile> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let guard_path = path.with_extension("lock.flock");
+    let guard = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&guard_path)
+        .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", guard_path.display()))?;
+    rustix::fs::flock(&guard, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| anyhow::anyhow!("cannot lock {}: {e}", guard_path.display()))?;
+    let mut lock = read_lockfile(path)?;
+    change(&mut lock);
+    let text = lock.to_toml_string().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let tmp = path.with_extension("lock.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)?;
+    // The advisory lock is released when `guard` is closed, after the rename.
+    drop(guard);
+    Ok(lock)
+}
+
+/// Writes the held-back record (replaced by rename); an empty record removes the file.
+fn write_held(held: &BTreeMap<String, Held>, path: &Path) {
+    let result = if held.is_empty() {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    } else {
+        serde_json::to_vec_pretty(held).map_err(anyhow::Error::from).and_then(|body| {
+            let tmp = path.with_extension("json.tmp");
+            std::fs::write(&tmp, body)?;
+            std::fs::rename(&tmp, path)?;
+            Ok(())
+        })
+    };
+    if let Err(e) = result {
+        tracing::error!(error = %e, path = %path.display(), "cannot write the record of held-back tools");
+    }
+}
+
+/// Reads the held-back record a gateway wrote in its state directory; none is an empty record.
+pub fn read_held(state_dir: &Path) -> anyhow::Result<BTreeMap<String, Held>> {
+    let path = state_dir.join(HELD_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
     }
 }
 

@@ -34,6 +34,7 @@ mod signature;
 mod stdio;
 mod tiers;
 mod util;
+mod watch;
 mod writes;
 
 use std::process::ExitCode;

@@ -248,52 +248,16 @@ impl Plugins {
         });
     }
 
-    /// Watches the plugins dir (not recursively) for the lockfile being replaced, and re-syncs
-    /// after changes settle. `notify` gives inotify where it can, polling where it cannot.
+    /// Watches the plugins dir for the lockfile being replaced, and re-syncs after each change.
     fn watch(self: Arc<Self>) -> Result<()> {
-        use notify::Watcher;
         let dir = axp_plugin_host::plugins_dir(&self.state_dir);
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-        let lock_name = std::ffi::OsStr::new(axp_plugin_host::LOCK_FILE);
-        let on_event = move |ev: notify::Result<notify::Event>| {
-            if let Ok(ev) = ev
-                && ev.paths.iter().any(|p| p.file_name() == Some(lock_name))
-            {
-                let _ = tx.send(());
-            }
-        };
-        let watcher: Box<dyn notify::Watcher + Send> = match notify::recommended_watcher(on_event.clone()) {
-            Ok(mut w) => match w.watch(&dir, notify::RecursiveMode::NonRecursive) {
-                Ok(()) => Box::new(w),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot watch the plugins lockfile with inotify; polling every second");
-                    poll_watcher(on_event, &dir)?
-                }
-            },
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch the plugins lockfile with inotify; polling every second");
-                poll_watcher(on_event, &dir)?
-            }
-        };
+        let mut watch = crate::watch::FileWatch::new(&dir, axp_plugin_host::LOCK_FILE, "plugins lockfile")?;
         tokio::spawn(async move {
-            // The watcher lives as long as this task.
-            let _watcher = watcher;
-            while rx.recv().await.is_some() {
-                // Let a burst of events (write, rename) settle, then read the lockfile once.
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                while rx.try_recv().is_ok() {}
+            while watch.changed().await {
                 self.sync().await;
             }
         });
         Ok(())
     }
-}
-
-fn poll_watcher(on_event: impl notify::EventHandler, dir: &Path) -> Result<Box<dyn notify::Watcher + Send>> {
-    use notify::Watcher;
-    let cfg = notify::Config::default().with_poll_interval(Duration::from_secs(1)).with_compare_contents(true);
-    let mut w = notify::PollWatcher::new(on_event, cfg).context("cannot start the plugins lockfile poller")?;
-    w.watch(dir, notify::RecursiveMode::NonRecursive).context("cannot watch the plugins dir")?;
-    Ok(Box::new(w))
 }

@@ -2,13 +2,17 @@
 //! `tools/list` result or `{"providers": {NAME: …}}`), an MCP fleet config (its servers are
 //! started sandboxed and listed), or a running gateway (`--url`). Output as text, JSON or SARIF
 //! 2.1.0. Exit 0 clean, 1 findings at the failing severity, 2 could not run.
+//!
+//! `--approve TOOL` without a tools file or fleet approves a change that a gateway on this
+//! machine holds back: the new version comes from the gateway's record in its state directory,
+//! the pin goes into the gateway's own lockfile, and the running gateway serves it at once.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use axp_lint::{Catalog, LintConfig, Lockfile};
+use axp_lint::{Catalog, LintConfig};
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -27,13 +31,19 @@ pub struct LintArgs {
     /// axp.toml whose [lint] table configures the rules.
     #[arg(long = "config", value_name = "AXP_TOML")]
     pub config: Option<PathBuf>,
-    /// The lockfile of pinned tool hashes (drift / rug-pull detection).
-    #[arg(long, default_value = "axp.lock")]
-    pub lock: PathBuf,
+    /// The lockfile of pinned tool hashes (drift / rug-pull detection) [default: ./axp.lock when
+    /// linting a file or fleet; the gateway's STATE/axp.lock with --url or with --approve alone].
+    #[arg(long)]
+    pub lock: Option<PathBuf>,
+    /// The state directory of the gateway whose held-back changes `--approve` approves
+    /// [default: the one `axp serve` uses by default].
+    #[arg(long = "state-dir", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Apply mechanical schema fixes to FILE in place.
     #[arg(long)]
     pub fix: bool,
-    /// Approve the current version of a tool (`provider__tool`) in the lockfile.
+    /// Approve the current version of a tool (`provider__tool`; `provider__*` for every change
+    /// of one server) in the lockfile. Alone, it approves what a running gateway holds back.
     #[arg(long, value_name = "TOOL")]
     pub approve: Vec<String>,
     /// Pin every tool not yet in the lockfile.
@@ -64,6 +74,24 @@ pub async fn run(a: LintArgs) -> Result<i32> {
         }
         None => LintConfig::default(),
     };
+    // Without a tools file or a fleet, the tools are a gateway's: its state directory's
+    // lockfile is the one to read and approve into.
+    let gateway_side = a.file.is_none() && a.mcp_config.is_empty();
+    let state_dir = a.state_dir.clone().unwrap_or_else(crate::commands::serve::default_state_dir);
+    let lock_path = match &a.lock {
+        Some(p) => p.clone(),
+        None if gateway_side => state_dir.join(crate::admission::LOCK_FILE),
+        None => PathBuf::from(crate::admission::LOCK_FILE),
+    };
+    if gateway_side && a.pin {
+        bail!("--pin needs a tools file or --mcp-config: a running gateway pins the tools it sees first by itself");
+    }
+    if gateway_side && !a.approve.is_empty() {
+        approve_held(&a.approve, &state_dir, &lock_path)?;
+        if a.url.is_none() {
+            return Ok(0);
+        }
+    }
     let (catalog, source, uri) = if let Some(file) = &a.file {
         let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
         if a.fix {
@@ -87,24 +115,32 @@ pub async fn run(a: LintArgs) -> Result<i32> {
     } else if let Some(url) = &a.url {
         (from_gateway(url).await?, None, url.clone())
     } else {
-        bail!("nothing to lint: give a tools JSON file, --mcp-config FILE or --url URL");
+        bail!(
+            "nothing to lint: give a tools JSON file, --mcp-config FILE or --url URL \
+             (or --approve TOOL alone, to approve a change a running gateway holds back)"
+        );
     };
-    let mut lock = match std::fs::read_to_string(&a.lock) {
-        Ok(text) => Lockfile::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", a.lock.display()))?,
-        Err(_) => Lockfile::default(),
+    let lock = if !gateway_side && (!a.approve.is_empty() || a.pin) {
+        let mut outcome = Ok(());
+        let lock = crate::admission::update_lockfile(&lock_path, |lock| {
+            for t in &a.approve {
+                if let Err(e) = lock.approve(&catalog, t) {
+                    outcome = Err(anyhow::anyhow!("{e}"));
+                    return;
+                }
+                eprintln!("approved {t}");
+            }
+            if a.pin {
+                let pinned = lock.pin_all(&catalog);
+                eprintln!("pinned {} new tool(s)", pinned.len());
+            }
+        })
+        .with_context(|| format!("cannot update {}", lock_path.display()))?;
+        outcome?;
+        lock
+    } else {
+        crate::admission::read_lockfile(&lock_path)?
     };
-    if !a.approve.is_empty() || a.pin {
-        for t in &a.approve {
-            lock.approve(&catalog, t).map_err(|e| anyhow::anyhow!("{e}"))?;
-            eprintln!("approved {t}");
-        }
-        if a.pin {
-            let pinned = lock.pin_all(&catalog);
-            eprintln!("pinned {} new tool(s)", pinned.len());
-        }
-        std::fs::write(&a.lock, lock.to_toml_string().map_err(|e| anyhow::anyhow!("{e}"))?)
-            .with_context(|| format!("cannot write {}", a.lock.display()))?;
-    }
     let report = axp_lint::report::lint_with_lock(&catalog, &config, &lock);
     let out = match a.format.as_str() {
         "json" => serde_json::to_string_pretty(&report.to_json())? + "\n",
@@ -116,6 +152,55 @@ pub async fn run(a: LintArgs) -> Result<i32> {
         None => print!("{out}"),
     }
     Ok(report.exit_code())
+}
+
+/// Approves, in the lockfile at `lock_path`, the versions of the tools matching `patterns` that
+/// the gateway using `state_dir` holds back. The gateway sees the lockfile change and serves
+/// them at once.
+fn approve_held(patterns: &[String], state_dir: &std::path::Path, lock_path: &std::path::Path) -> Result<()> {
+    let held = crate::admission::read_held(state_dir)?;
+    let mut chosen = Vec::new();
+    for pattern in patterns {
+        let found: Vec<_> =
+            held.iter().filter(|(name, _)| axp_protocol::capability::glob_matches(pattern, name)).collect();
+        if found.is_empty() {
+            let now = if held.is_empty() {
+                "nothing is held back there".to_string()
+            } else {
+                format!("held back there: {}", held.keys().cloned().collect::<Vec<_>>().join(", "))
+            };
+            bail!(
+                "`{pattern}` is not held back by the gateway whose state is in {} ({now})\n  \
+                 hint: pass --state-dir DIR for a gateway with another state directory, or lint a \
+                 tools file or --mcp-config to approve what they list",
+                state_dir.display()
+            );
+        }
+        chosen.extend(found);
+    }
+    crate::admission::update_lockfile(lock_path, |lock| {
+        for (_, h) in &chosen {
+            lock.pin(&h.provider, &h.spec);
+        }
+    })
+    .with_context(|| format!("cannot update {}", lock_path.display()))?;
+    for (name, h) in &chosen {
+        eprintln!("approved {name}");
+        if !h.also_breaks.is_empty() {
+            eprintln!(
+                "  note: its new version also breaks {}; the gateway refuses it rather than serve it \
+                 (approving lifts only the hold on a changed tool)",
+                h.also_breaks.join("; ")
+            );
+        }
+    }
+    eprintln!(
+        "{} pinned in {}; a gateway serving from {} uses the new version now",
+        if chosen.len() == 1 { "it is" } else { "they are" },
+        lock_path.display(),
+        state_dir.display()
+    );
+    Ok(())
 }
 
 /// Starts every server of the fleet (sandboxed when the host allows), lists their tools.

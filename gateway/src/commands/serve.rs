@@ -475,9 +475,16 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         inline_tools_max: settings.serve.inline_tools_max.unwrap_or(DEFAULT_INLINE_MAX),
         extra_read: settings.sandbox.extra_read.clone(),
     };
-    let admission = crate::admission::Admission::load(settings.lint.as_ref(), &state_dir.join("axp.lock"))?;
+    // The held-back warning names the state directory when it is not the one `axp lint` finds
+    // by itself, so that the line it prints approves in this gateway.
+    let approve_with = match default_state_dir().canonicalize() {
+        Ok(d) if d == state_dir => String::new(),
+        _ => format!(" --state-dir {}", state_dir.display()),
+    };
+    let admission = crate::admission::Admission::load(settings.lint.as_ref(), &state_dir, &approve_with)?;
     let gateway =
         Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission).with_guard(guard).shared();
+    watch_pins(gateway.clone(), &state_dir)?;
 
     let launcher = provider_launcher(&tiers)?;
     let mut mounts: Vec<Mount> = Vec::new();
@@ -571,6 +578,33 @@ pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
             }
         }
     });
+}
+
+/// Re-reads the pins lockfile whenever it changes on disk (an operator's `axp lint --approve`)
+/// and registers again the providers whose held-back tools it may have approved, so the new
+/// version is served without a restart and clients hear `list_changed`.
+fn watch_pins(gw: Arc<Gateway>, state_dir: &Path) -> Result<()> {
+    let mut watch = crate::watch::FileWatch::new(state_dir, crate::admission::LOCK_FILE, "pins lockfile")?;
+    tokio::spawn(async move {
+        while watch.changed().await {
+            let reload = {
+                let gw = gw.clone();
+                move || gw.admission.reload()
+            };
+            let Ok(providers) = tokio::task::spawn_blocking(reload).await else { continue };
+            let mut refreshed = false;
+            for id in providers {
+                if let Some(p) = gw.registry.provider(&axp_providers::ProviderId(id)) {
+                    refresh(&gw, &p).await;
+                    refreshed = true;
+                }
+            }
+            if refreshed {
+                gw.tools_changed();
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Lists a provider's tools, passes them through the registration lint and publishes them.

@@ -260,6 +260,77 @@ async fn list_changed_is_forwarded_and_the_index_refreshes() {
     assert!(names.contains(&"wrong__greet"), "{names:?}");
 }
 
+/// The held-back warning told the operator to run `axp lint --approve TOOL`, and that command
+/// failed ("nothing to lint") or wrote a new `./axp.lock` where it was run. Now the line the log
+/// gives approves the version the gateway holds back, in the gateway's own lockfile, and the
+/// running gateway serves it at once (a `list_changed` follows), with no restart.
+#[tokio::test]
+async fn a_held_back_change_is_approved_by_the_logged_command_and_served_without_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let python = need(repo().join(".venv-wrong/bin/python"));
+    let server = repo().join("tests/fixtures/upgrading_server.py");
+    let up = json!({"up": {"command": python, "args": [server]}});
+    let gw = gateway().fleet(&write_fleet(tmp.path(), up)).start();
+    let mut c = Rpc::new(&gw.url);
+    let before =
+        c.ok("axp.describe", json!({"name": "up__status"})).await["description"].as_str().unwrap().to_string();
+    // Calling it makes the server change its description; the change is held back.
+    c.ok("tools/call", json!({"name": "up__status", "arguments": {}})).await;
+    let hint = loop {
+        let line = gw.stderr.recv_timeout(Duration::from_secs(20)).expect("no held-back warning within 20 s");
+        if let Some(rest) = line.split("until `").nth(1) {
+            break rest.split('`').next().unwrap().to_string();
+        }
+    };
+    let state = gw.state.canonicalize().unwrap();
+    assert_eq!(hint, format!("axp lint --approve up__status --state-dir {}", state.display()));
+    let held = c.ok("axp.describe", json!({"name": "up__status"})).await;
+    assert_eq!(held["description"].as_str().unwrap(), before, "the rug pull is held back");
+
+    // Run from an empty directory, as an operator would: nothing may be written there.
+    let cwd = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let run = |args: Vec<String>| {
+        std::process::Command::new(axp())
+            .args(args)
+            .current_dir(&cwd)
+            .env("XDG_STATE_HOME", tmp.path().join("other-xdg"))
+            .output()
+            .unwrap()
+    };
+    // A name that is not held back is refused, and the refusal says what is.
+    let out = run(vec!["lint".into(), "--approve".into(), "up__nope".into(), "--state-dir".into(), state.display().to_string()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("`up__nope` is not held back") && err.contains("held back there: up__status"), "{err}");
+
+    // The logged command, word for word.
+    let out = run(hint.split_whitespace().skip(1).map(String::from).collect());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("approved up__status"), "{err}");
+    assert!(!cwd.join("axp.lock").exists(), "approving wrote a lockfile in the current directory");
+
+    // The running gateway serves the approved version without a restart.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let after = loop {
+        let d = c.ok("axp.describe", json!({"name": "up__status"})).await;
+        if d["description"].as_str().unwrap() != before {
+            break d;
+        }
+        assert!(std::time::Instant::now() < deadline, "the approval did not take effect within 10 s: {d}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(!after["lint"].to_string().contains("AXP037"), "{after}");
+    let text = std::fs::read_to_string(state.join("axp.lock")).unwrap();
+    let lock: toml::Value = toml::from_str(&text).unwrap();
+    assert_eq!(lock["tools"]["up__status"]["description"].as_str(), after["description"].as_str(), "{text}");
+    assert!(!state.join("held-back.json").exists(), "nothing is held back any more");
+    // The first sightings the gateway pinned itself are all still there beside the approval.
+    let listed = c.ok("axp.index", json!({"provider": "up"})).await["tools"].as_array().unwrap().len();
+    assert!(lock["tools"].as_table().unwrap().len() >= listed, "{text}");
+}
+
 /// One hung server (`sleep 1000` as a command) kept the whole gateway from listening for the
 /// 30 s of its start-up timeout. Now the gateway listens at once: `/healthz` names the hung
 /// server as starting while the others serve, and the hung one's tools simply are not there.
