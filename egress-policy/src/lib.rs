@@ -1,8 +1,12 @@
 //! `axp-egress-policy`: every decision the egress proxy makes about bytes it has been handed,
 //! as pure functions. Host, authority and URL parsing (`host`), the classes of refused addresses
-//! (`ipclass`), the allowlist (`policy`), the TLS ClientHello reader (`tls`), HTTP/1.x request
-//! and response heads with their framing and the request checks inside tunnels (`http`), and
-//! SOCKS5 messages (`socks`).
+//! (`ipclass`), the allowlist (`policy`), the checks on the addresses an attempt would connect
+//! to, the proxy itself among them (`destination`), the TLS ClientHello reader (`tls`), HTTP/1.x
+//! request and response heads with their framing and the request checks inside tunnels
+//! (`http`), SOCKS5 messages (`socks`), the check on a tunnel's first bytes, SNI included
+//! (`inspect`), what may pass each way of a relayed connection (`relay`: the request-body and
+//! response-framing state machines), and the reason codes with the answers clients get
+//! (`refusal`).
 //!
 //! This crate has no tokio, no sockets, no resolver and no clock: what it is given is a byte
 //! slice, a string or a value, and what it returns is a parsed value or a refusal. That is what
@@ -11,10 +15,14 @@
 //! is not implemented here: grants and rules match with `axp_protocol::capability::host_matches`,
 //! the one matcher of the workspace, so a session grant and a proxy rule mean the same thing.
 
+pub mod destination;
 pub mod host;
 pub mod http;
+pub mod inspect;
 pub mod ipclass;
 pub mod policy;
+pub mod refusal;
+pub mod relay;
 pub mod socks;
 pub mod tls;
 
