@@ -189,7 +189,9 @@ impl Admission {
         }
         drop(pins);
         // Tools of this provider that are gone are no longer held back.
-        held.retain(|index, h| h.provider != provider || publish.iter().any(|s| &axp_lint::index_name(provider, &s.name) == index));
+        held.retain(|index, h| {
+            h.provider != provider || publish.iter().any(|s| &axp_lint::index_name(provider, &s.name) == index)
+        });
         if *held != held_before {
             write_held(&held, &self.lock_path.with_file_name(HELD_FILE));
         }

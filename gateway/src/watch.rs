@@ -35,7 +35,8 @@ impl FileWatch {
             Ok(w) => Box::new(w),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot watch the {what} with inotify; polling every second");
-                let cfg = notify::Config::default().with_poll_interval(Duration::from_secs(1)).with_compare_contents(true);
+                let cfg =
+                    notify::Config::default().with_poll_interval(Duration::from_secs(1)).with_compare_contents(true);
                 let mut w = notify::PollWatcher::new(on_event, cfg)
                     .with_context(|| format!("cannot start a poller for the {what}"))?;
                 w.watch(dir, notify::RecursiveMode::NonRecursive)

@@ -88,7 +88,9 @@ impl ProviderError {
     }
 }
 
-/// Something a provider tells the gateway without being asked.
+/// Something a provider tells the gateway without being asked. A provider logs its own state
+/// changes, with the reason, when it sends `Unavailable` or `Available`; the gateway only
+/// records them, so each change is logged once.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ProviderEvent {
     /// The tool list changed (MCP `notifications/tools/list_changed`); call `tools()` again.

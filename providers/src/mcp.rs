@@ -569,8 +569,12 @@ impl Session {
                 match running {
                     Ok(r) => (r, Some(proc)),
                     Err(e) => {
-                        // The usual cause is the process dying: wait briefly for its status.
+                        // The usual cause is the process dying: wait briefly for its status, and
+                        // say it in the same words as when the exit is seen first.
                         let _ = tokio::time::timeout(Duration::from_millis(500), proc.exited.cancelled()).await;
+                        if proc.exited.is_cancelled() {
+                            return Err(format!("the server exited during the MCP handshake ({})", proc.describe()));
+                        }
                         return Err(format!("MCP handshake failed: {e} ({})", proc.describe()));
                     }
                 }
@@ -591,9 +595,16 @@ impl Session {
                 config.max_sse_event_size = sse::MAX_EVENT_BYTES;
                 config.max_json_response_size = sse::MAX_EVENT_BYTES;
                 let transport = StreamableHttpClientTransport::from_config(config);
-                let running = serve_client_with_ct(handler, transport, service_ct.clone())
-                    .await
-                    .map_err(|e| format!("cannot connect to {url}: {}", for_people(&e)))?;
+                let running = match serve_client_with_ct(handler, transport, service_ct.clone()).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let why = match unreachable_because(url).await {
+                            Some(cause) => cause,
+                            None => init_error_for_people(&e),
+                        };
+                        return Err(format!("cannot connect to {url}: {why}"));
+                    }
+                };
                 (running, None)
             }
             McpTransport::LegacySse { url, headers } => {
@@ -764,6 +775,9 @@ impl Session {
 async fn supervise(inner: Arc<Inner>, first: Option<oneshot::Sender<()>>) {
     let mut first = first;
     let mut failures: u32 = 0;
+    // The last start failure logged: a server down for a while fails the same way at every
+    // retry, and a warning each time buried everything else in the log.
+    let mut last_failure: Option<String> = None;
     loop {
         if inner.shutdown.is_cancelled() {
             break;
@@ -781,6 +795,7 @@ async fn supervise(inner: Arc<Inner>, first: Option<oneshot::Sender<()>>) {
         };
         match attempt {
             Ok(mut session) => {
+                last_failure = None;
                 let up_since = Instant::now();
                 {
                     let mut st = inner.lock();
@@ -816,7 +831,15 @@ async fn supervise(inner: Arc<Inner>, first: Option<oneshot::Sender<()>>) {
                 }
             }
             Err(reason) => {
-                tracing::warn!(provider = %inner.cfg.id, "MCP server failed to start: {reason}");
+                let attempts = failures + 1;
+                if last_failure.as_deref() != Some(reason.as_str()) {
+                    tracing::warn!(provider = %inner.cfg.id, "MCP server failed to start: {reason}");
+                } else if attempts.is_power_of_two() {
+                    tracing::warn!(provider = %inner.cfg.id, "MCP server still failing to start after {attempts} attempts: {reason}");
+                } else {
+                    tracing::debug!(provider = %inner.cfg.id, attempts, "MCP server failed to start again: {reason}");
+                }
+                last_failure = Some(reason.clone());
                 let was_starting = {
                     let mut st = inner.lock();
                     st.reason = reason.clone();
@@ -1164,6 +1187,38 @@ mod tests {
         drop(guard);
         assert!(router.lock().routes.is_empty());
         assert_eq!(router.lock().orphans.len(), 1);
+    }
+}
+
+/// A failed MCP handshake as a person wants to read it. rmcp's transport variant does not name
+/// its transport error as its `source`, so the chain is walked from that error instead, down to
+/// its innermost cause (`Connection refused`).
+fn init_error_for_people(e: &rmcp::service::ClientInitializeError) -> String {
+    match e {
+        rmcp::service::ClientInitializeError::TransportError { error, .. } => for_people(error),
+        other => for_people(other),
+    }
+}
+
+/// Why `url` cannot be reached at all, if it cannot: the HTTP client's error does not carry
+/// the socket's cause through rmcp ("error sending request" is all it says), so one plain TCP
+/// connection to the same host and port, bounded at 3 s, finds it (`connection refused`,
+/// an unknown host, a timeout). `None` when the host answers: the failure was above TCP, and the
+/// client's own message says more.
+async fn unreachable_because(url: &str) -> Option<String> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed.host_str()?.trim_start_matches('[').trim_end_matches(']').to_string();
+    let port = parsed.port_or_known_default()?;
+    match tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect((host.as_str(), port))).await {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Some(format!("connection refused (nothing listens on {host}:{port})"))
+        }
+        Ok(Err(e)) if e.to_string().contains("lookup") || e.to_string().contains("resolve") => {
+            Some(format!("cannot resolve the host `{host}`"))
+        }
+        Ok(Err(e)) => Some(for_people(&e).to_lowercase()),
+        Err(_) => Some(format!("no answer from {host}:{port} within 3 s")),
     }
 }
 

@@ -565,14 +565,10 @@ pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
                     refresh(&gw, &provider).await;
                     gw.tools_changed();
                 }
-                Ok(ProviderEvent::Unavailable { reason }) => {
-                    tracing::warn!(provider = %id, %reason, "provider unavailable");
-                    gw.registry.set_available(&id, false, Some(reason));
-                }
-                Ok(ProviderEvent::Available) => {
-                    tracing::info!(provider = %id, "provider available");
-                    refresh(&gw, &provider).await;
-                }
+                // The provider has logged the change itself, with its reason, once: logging it
+                // here again printed every failure twice in two wordings.
+                Ok(ProviderEvent::Unavailable { reason }) => gw.registry.set_available(&id, false, Some(reason)),
+                Ok(ProviderEvent::Available) => refresh(&gw, &provider).await,
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => refresh(&gw, &provider).await,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             }

@@ -272,8 +272,7 @@ async fn a_held_back_change_is_approved_by_the_logged_command_and_served_without
     let up = json!({"up": {"command": python, "args": [server]}});
     let gw = gateway().fleet(&write_fleet(tmp.path(), up)).start();
     let mut c = Rpc::new(&gw.url);
-    let before =
-        c.ok("axp.describe", json!({"name": "up__status"})).await["description"].as_str().unwrap().to_string();
+    let before = c.ok("axp.describe", json!({"name": "up__status"})).await["description"].as_str().unwrap().to_string();
     // Calling it makes the server change its description; the change is held back.
     c.ok("tools/call", json!({"name": "up__status", "arguments": {}})).await;
     let hint = loop {
@@ -299,7 +298,13 @@ async fn a_held_back_change_is_approved_by_the_logged_command_and_served_without
             .unwrap()
     };
     // A name that is not held back is refused, and the refusal says what is.
-    let out = run(vec!["lint".into(), "--approve".into(), "up__nope".into(), "--state-dir".into(), state.display().to_string()]);
+    let out = run(vec![
+        "lint".into(),
+        "--approve".into(),
+        "up__nope".into(),
+        "--state-dir".into(),
+        state.display().to_string(),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("`up__nope` is not held back") && err.contains("held back there: up__status"), "{err}");
@@ -388,4 +393,61 @@ async fn an_unset_variable_downs_one_server_and_strict_config_refuses() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("`AXP_TEST_SURELY_UNSET` is not set"), "{err}");
+}
+
+/// Errors for people: an unreachable `url` server's reason said "error sending request" wrapped
+/// in Rust type names (and never why), each failure was logged twice in two wordings, and a
+/// server crashing in its handshake was described two ways. Now: the socket's cause, once per
+/// change, one wording, and `/healthz` carries the same reason.
+#[tokio::test]
+async fn start_up_failures_are_logged_once_in_words_that_say_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A loopback port that was just free: nothing listens there.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let fleet = write_fleet(
+        tmp.path(),
+        json!({
+            "remote": {"url": format!("http://127.0.0.1:{closed}/mcp")},
+            "crash": {"command": "sh", "args": ["-c", "echo boom >&2; exit 3"]}
+        }),
+    );
+    let gw = gateway().fleet(&fleet).start();
+    // Long enough for several retries of each (250 ms, 500 ms, 1 s, …).
+    let deadline = std::time::Instant::now() + Duration::from_secs(4);
+    let mut lines = gw.startup_log.clone();
+    while let Ok(line) = gw.stderr.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+        lines.push(line);
+    }
+    let log = lines.join("\n");
+    let about =
+        |who: &str| lines.iter().filter(|l| l.contains(&format!("provider={who}"))).cloned().collect::<Vec<_>>();
+    for who in ["remote", "crash"] {
+        let first: Vec<_> = about(who).into_iter().filter(|l| l.contains("failed to start:")).collect();
+        assert_eq!(first.len(), 1, "the first failure of `{who}` is logged once:\n{log}");
+    }
+    assert!(!log.contains("provider unavailable"), "the gateway repeats what the provider said:\n{log}");
+    // The messages, without the log line's own target (`axp_providers::mcp:`).
+    let remote: String = about("remote")
+        .iter()
+        .map(|l| l.split_once("mcp: ").map_or(l.as_str(), |x| x.1))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(remote.contains("connection refused"), "{remote}");
+    for jargon in ["rmcp", "Transport", "error sending request", "Worker", "::"] {
+        assert!(!remote.contains(jargon), "`{jargon}` in:\n{remote}");
+    }
+    let crash = about("crash").join("\n");
+    assert!(crash.contains("the server exited during the MCP handshake (exit code 3; last stderr: boom)"), "{crash}");
+    assert!(!crash.contains("handshake failed"), "one crash, one wording:\n{crash}");
+    // Retries of the same failure say how many attempts there have been, not the same warning each time.
+    assert!(about("remote").len() < 5, "{remote}");
+
+    let health: Value = reqwest::get(format!("{}/healthz", gw.base)).await.unwrap().json().await.unwrap();
+    let reason = |id: &str| {
+        let p = health["providers"].as_array().unwrap().iter().find(|p| p["id"] == id).cloned().unwrap();
+        assert_eq!(p["state"], "down", "{health}");
+        p["reason"].as_str().unwrap().to_string()
+    };
+    assert!(reason("remote").contains("connection refused"), "{health}");
+    assert!(reason("crash").contains("exited during the MCP handshake"), "{health}");
 }

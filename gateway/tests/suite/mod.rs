@@ -82,6 +82,8 @@ pub struct Gw {
     pub state: PathBuf,
     pub workspace: PathBuf,
     pub stderr: mpsc::Receiver<String>,
+    /// What the gateway logged before it said it was serving (the rest arrives on `stderr`).
+    pub startup_log: Vec<String>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -166,7 +168,8 @@ impl GwBuilder {
                 .unwrap_or_else(|_| panic!("the gateway did not start:\n{}", seen.join("\n")));
             if let Some(rest) = line.split("on http://").nth(1) {
                 let base = format!("http://{}", rest.split('/').next().unwrap());
-                return Gw { child, url: format!("{base}/axp"), base, state, workspace, stderr: rx, _tmp: Some(tmp) };
+                let (url, _tmp) = (format!("{base}/axp"), Some(tmp));
+                return Gw { child, url, base, state, workspace, stderr: rx, startup_log: seen, _tmp };
             }
             seen.push(line);
         }
