@@ -77,7 +77,9 @@ fn check_bytes(data: &[u8]) {
                 Err("tls_ech")
             } else {
                 match (&t.host, h.sni.as_deref()) {
-                    (Host::Name(n), Some(s)) if parse_host(s) == Ok(Host::Name(n.clone())) => Ok(Some(Inner::Pass("tls"))),
+                    (Host::Name(n), Some(s)) if parse_host(s) == Ok(Host::Name(n.clone())) => {
+                        Ok(Some(Inner::Pass("tls")))
+                    }
                     (Host::Name(_), Some(_)) => Err("sni_mismatch"),
                     (Host::Name(_), None) => Err("sni_missing"),
                     (Host::Ip(_), None) => Ok(Some(Inner::Pass("tls"))),
