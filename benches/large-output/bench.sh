@@ -8,7 +8,8 @@
 #   SIZE=268435456 benches/large-output/bench.sh       # 256 MiB
 #   AXP=/path/to/axp benches/large-output/bench.sh --producers text
 #   PERF=1 benches/large-output/bench.sh --producers text   # also `perf record` the gateway
-#                                                       # per phase (job, replay, SSE replay)
+#                                                       # per phase (job, replay, SSE replay);
+#                                                       # PERF_KEEP=DIR keeps the perf data
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -28,7 +29,12 @@ fi
 python3 "$HERE/bench.py" --url "$URL" --gw-pid "$GW_PID" --work "$WORK" --size "$SIZE" "${PERF_ARGS[@]}" "$@"
 if [ "${PERF:-}" = 1 ]; then
   for data in "$WORK"/perf/*.data; do
-    echo; echo "perf, $(basename "$data" .data): the gateway's hottest symbols (self time, all threads)"
-    perf report -i "$data" --no-children --sort symbol --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -25
+    phase=$(basename "$data" .data)
+    echo; echo "perf, $phase: samples by process (the gateway is pid $GW_PID; the job's processes are inherited)"
+    { perf report -i "$data" --sort pid --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -8; } || true
+    echo "perf, $phase: the gateway's own hottest symbols (self time, all its threads)"
+    { perf report -i "$data" --pid "$GW_PID" --no-children --sort dso,symbol --stdio 2>/dev/null \
+      | grep -E '^ +[0-9]' | head -25; } || true
   done
+  if [ -n "${PERF_KEEP:-}" ]; then mkdir -p "$PERF_KEEP" && cp "$WORK"/perf/*.data "$PERF_KEEP"/; fi
 fi
