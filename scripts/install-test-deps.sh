@@ -37,3 +37,9 @@ fi
 if [ -x plugins/build-examples.sh ]; then
   plugins/build-examples.sh
 fi
+
+# Fuzzing (scripts/fuzz-smoke.sh): the pinned nightly, when missing and installable, and
+# cargo-fuzz at its pinned version; both pins live in fuzz/toolchain.sh.
+# shellcheck source=../fuzz/toolchain.sh
+. fuzz/toolchain.sh
+axp_fuzz_install
