@@ -1,8 +1,5 @@
-//! The configuration the gateway reads: the operator's files parsed by `axp-config` (fleet
-//! formats, `${VAR}` expansion, policy sections, errors with line and nearest key), re-exported
-//! here under one name, and `settings`, the rest of `axp.toml`, whose sections are the gateway's
-//! own types (egress options, plugin settings).
+//! The operator's files as the gateway reads them: `axp-config` (fleet formats, `${VAR}`
+//! expansion, the policy sections of `axp.toml`, errors with line and nearest key) under one
+//! name. The rest of `axp.toml`, whose sections are the gateway's own types, is `settings`.
 
 pub use axp_config::*;
-
-pub(crate) use crate::settings;

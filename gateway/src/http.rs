@@ -25,7 +25,8 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
 
-use crate::dispatch::{Ctx, Gateway, Push};
+use crate::gateway::Gateway;
+use crate::router::{Ctx, Push};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const CAP_HEADER: &str = "axp-capability";

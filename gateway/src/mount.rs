@@ -17,7 +17,7 @@ use axp_providers::{ArgvTrust, Launcher, NetScope, ProcessPolicy, ProcessSpec, P
 use serde_json::json;
 
 use crate::config::fleet::{Fleet, PrefixMode, SandboxBlock, Transport};
-use crate::config::settings::Settings;
+use crate::settings::Settings;
 use crate::registry::Mount;
 
 /// The environment a provider process starts from: a fixed PATH and locale, plus the host

@@ -23,8 +23,8 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::fleet::PrefixMode;
-use crate::dispatch::Gateway;
 use crate::egress::Egress;
+use crate::gateway::Gateway;
 use crate::registry::Mount;
 
 /// `[plugins]` in `axp.toml`: limits applied to every plugin call.

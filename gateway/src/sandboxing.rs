@@ -7,10 +7,14 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axp_providers::{ArgvTrust, Launcher, ProcessSpec, ProviderError};
+use axp_protocol::methods::JobStartParams;
+use axp_protocol::{Capability, ErrorCode, RpcError};
+use axp_providers::{ArgvTrust, Launcher, ProcessPolicy, ProcessSpec, ProviderError};
 use axp_sandbox::{Layers, Policy};
 
 use crate::egress::{Egress, SANDBOX_PROXY_PORT};
+use crate::jobs::resolve_cwd;
+use crate::session::{Session, denied};
 use serde_json::{Value, json};
 
 /// The layers in force, or why `kernel-lsm` cannot be granted; and its launcher.
@@ -224,4 +228,82 @@ impl Launcher for SandboxLauncher {
     fn tier(&self) -> &'static str {
         "kernel-lsm"
     }
+}
+
+/// The process of a command or code-mode job: `argv` in the session's workspace (or a `cwd`
+/// inside it), with the session's environment and sandbox policy. Needs `proc.spawn`.
+pub fn command_spec(
+    extra_read: &[PathBuf],
+    s: &Session,
+    argv: Vec<String>,
+    params: &JobStartParams,
+) -> Result<ProcessSpec, RpcError> {
+    if !s.caps.allows_spawn() {
+        return Err(denied("proc.spawn", "start a command"));
+    }
+    let asked = resolve_cwd(&s.workspace, params.cwd.as_deref());
+    // Resolved, like a grant: a `cwd` through a symlink is where the symlink points.
+    let cwd = crate::grants::resolve_path(&asked);
+    let cwd_str = asked.to_string_lossy();
+    if cwd_str.split('/').any(|c| c == "..")
+        || !axp_protocol::capability::path_within(
+            &cwd.to_string_lossy(),
+            &crate::grants::resolve_path(&s.workspace).to_string_lossy(),
+        )
+    {
+        return Err(RpcError::new(
+            ErrorCode::CapabilityDenied,
+            format!("cwd `{cwd_str}` is outside the session's workspace `{}`", s.workspace.display()),
+        ));
+    }
+    let mut env = base_env(&s.workspace);
+    for (k, v) in params.env.iter().flatten() {
+        let Some(v) = v.as_str() else {
+            return Err(RpcError::invalid_params(format!("env `{k}` must be a string")));
+        };
+        env.insert(k.clone(), v.to_string());
+    }
+    Ok(ProcessSpec {
+        program: argv[0].clone(),
+        args: argv[1..].to_vec(),
+        env,
+        cwd: Some(cwd),
+        policy: session_policy(s, extra_read)?,
+    })
+}
+
+/// The policy a session's processes run under, compiled from its grants (never from the agent).
+/// Every `fs.*` path is resolved again now and must still lie within what the session was
+/// granted at open: a directory inside a grant that has since become a symlink is refused here,
+/// and the policy carries only resolved paths, which the sandbox mounts without following links.
+pub fn session_policy(s: &Session, extra_read: &[std::path::PathBuf]) -> Result<ProcessPolicy, RpcError> {
+    let caps = crate::grants::resolve_within(&s.caps, &s.granted).map_err(|o| o.to_rpc("the session"))?;
+    // The session's own egress proxy (its limits, its audit attribution; stopped at close).
+    let mut policy =
+        ProcessPolicy { net_scope: axp_providers::NetScope::Session(s.id.clone()), ..ProcessPolicy::default() };
+    for c in caps.iter() {
+        match c {
+            Capability::FsRead(p) => policy.fs_read.push(p.into()),
+            Capability::FsWrite(p) => policy.fs_write.push(p.into()),
+            Capability::NetConnect { host, port } => {
+                policy.net.push(port.map_or_else(|| host.clone(), |p| format!("{host}:{p}")))
+            }
+            _ => {}
+        }
+    }
+    policy.fs_read.extend(extra_read.iter().cloned());
+    Ok(policy)
+}
+
+/// The environment every command job starts from (nothing of the gateway's own leaks in).
+pub fn base_env(workspace: &Path) -> std::collections::BTreeMap<String, String> {
+    [
+        ("PATH", "/usr/local/bin:/usr/bin:/bin".to_string()),
+        ("HOME", workspace.to_string_lossy().into_owned()),
+        ("LANG", "C.UTF-8".to_string()),
+        ("TERM", "dumb".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }

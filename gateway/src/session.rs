@@ -371,3 +371,12 @@ pub fn unknown_session(id: &str) -> RpcError {
         format!("no open session `{id}`; open one with `session.open` (or MCP `initialize`)"),
     )
 }
+
+/// A `CapabilityDenied` error naming the grant the session lacks and what it was needed for.
+pub fn denied(grant: &str, what: &str) -> RpcError {
+    RpcError::new(
+        ErrorCode::CapabilityDenied,
+        format!("the session's token does not grant `{grant}`, needed to {what}"),
+    )
+    .with_data("missing", grant)
+}

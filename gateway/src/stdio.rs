@@ -11,7 +11,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
-use crate::dispatch::{Ctx, Gateway, Push};
+use crate::gateway::Gateway;
+use crate::router::{Ctx, Push};
 
 pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();

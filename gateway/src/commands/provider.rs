@@ -14,7 +14,7 @@ use axp_plugin_host::InstallOptions;
 use axp_providers::Launcher;
 use clap::{Args, Subcommand};
 
-use crate::config::settings::Settings;
+use crate::settings::Settings;
 use crate::egress::Egress;
 
 /// Install, list, inspect and remove provider plugins (WASM components and native libraries).
@@ -82,8 +82,8 @@ pub struct RemoveArgs {
 /// Runs one `axp provider` subcommand; returns the exit code.
 pub fn run(args: ProviderArgs) -> Result<i32> {
     let settings = match &args.config {
-        Some(p) => crate::config::settings::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
-        None => crate::config::settings::Settings::default(),
+        Some(p) => crate::settings::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
+        None => crate::settings::Settings::default(),
     };
     let state_dir = args
         .state_dir

@@ -46,7 +46,7 @@ fn run_one(a: SandboxRunArgs) -> Result<i32> {
     let spec = ProcessSpec {
         program: a.command[0].clone(),
         args: a.command[1..].to_vec(),
-        env: crate::dispatch::base_env(&workspace),
+        env: crate::sandboxing::base_env(&workspace),
         cwd: Some(workspace.clone()),
         // The operator typed this command: its argv may make the program's own files readable.
         policy: ProcessPolicy {

@@ -1,0 +1,140 @@
+//! The gateway's hub: the [`Gateway`] value that holds every component a request may need (the
+//! catalog, sessions, jobs, the guard, metrics, the audit log, the registration lint) and the
+//! few services that combine them: a tool ready for a session, a durable audit append, the
+//! `list_changed` broadcast. It decides nothing about methods: routing lives in `router`, and
+//! transports call [`Gateway::handle`] there.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axp_audit::{AuditLog, Kind};
+use axp_protocol::{ErrorCode, RpcError};
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast;
+
+use crate::jobs::Jobs;
+use crate::metrics::Metrics;
+use crate::registry::{Registry, unknown_tool};
+use crate::session::{Session, Sessions, denied};
+
+/// Operator options the dispatcher needs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub inline_tools_max: usize,
+    /// Extra read-only paths every sandboxed command sees (interpreters outside /usr).
+    pub extra_read: Vec<std::path::PathBuf>,
+}
+
+pub struct Gateway {
+    pub registry: Registry,
+    pub sessions: Sessions,
+    pub jobs: Jobs,
+    pub metrics: Arc<Metrics>,
+    /// Server-wide notifications (`notifications/tools/list_changed`) for every connected client.
+    pub notify: broadcast::Sender<Value>,
+    pub options: Options,
+    pub audit: AuditLog,
+    /// The registration lint every published tool passes.
+    pub admission: crate::admission::Admission,
+    /// MCP request ids of running `tools/call`s, so `notifications/cancelled` finds their job.
+    pub(crate) inflight: Mutex<HashMap<(String, String), String>>,
+    /// Operators, approvals and quotas (`guard.rs`).
+    pub guard: crate::guard::Guard,
+    /// This gateway, for tasks that outlive a request (code-mode's SDK sockets); see [`Gateway::shared`].
+    pub(crate) me: std::sync::Weak<Gateway>,
+}
+
+impl Gateway {
+    pub fn new(
+        registry: Registry,
+        sessions: Sessions,
+        jobs: Jobs,
+        metrics: Arc<Metrics>,
+        options: Options,
+        audit: AuditLog,
+        admission: crate::admission::Admission,
+    ) -> Self {
+        let (notify, _) = broadcast::channel(64);
+        Self {
+            registry,
+            sessions,
+            jobs,
+            metrics,
+            notify,
+            options,
+            audit,
+            admission,
+            inflight: Mutex::new(HashMap::new()),
+            guard: crate::guard::Guard::default(),
+            me: std::sync::Weak::new(),
+        }
+    }
+
+    pub fn with_guard(mut self, guard: crate::guard::Guard) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    /// The gateway behind an `Arc` that knows itself (code-mode serves SDK calls from tasks of
+    /// its own).
+    pub fn shared(mut self) -> Arc<Self> {
+        Arc::new_cyclic(|me| {
+            self.me = me.clone();
+            self
+        })
+    }
+
+    /// Tells every connected client that the tool list changed.
+    pub fn tools_changed(&self) {
+        self.metrics.list_changed_sent.inc();
+        let _ = self.notify.send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    }
+
+    pub fn inflight_lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), String>> {
+        self.inflight.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A tool the session may call, available and given valid arguments.
+    pub fn ready_tool(
+        &self,
+        s: &Session,
+        name: &str,
+        arguments: &Map<String, Value>,
+    ) -> Result<crate::registry::Resolved, RpcError> {
+        if !s.caps.allows_tool(name) {
+            return Err(denied(&format!("tool({name})"), &format!("call `{name}`")));
+        }
+        let resolved = self.registry.resolve(name).ok_or_else(|| unknown_tool(&self.registry, name))?;
+        if !resolved.available {
+            return Err(RpcError::new(
+                ErrorCode::ProviderUnavailable,
+                format!(
+                    "provider `{}` is unavailable ({}); its tools come back when it restarts",
+                    resolved.entry.provider,
+                    resolved.reason.clone().unwrap_or_else(|| "down".into())
+                ),
+            ));
+        }
+        self.registry.validate(&resolved.entry, &Value::Object(arguments.clone()))?;
+        Ok(resolved)
+    }
+
+    /// Appends one audit record and waits until it is durable; a request whose record cannot
+    /// be written fails rather than going unrecorded.
+    pub async fn audit(&self, kind: Kind, session: Option<&str>, detail: Value) -> Result<(), RpcError> {
+        if self.audit.durability() != axp_audit::Durability::EachAppend {
+            // Only a `write(2)` into the page cache: not worth a hop to the blocking pool.
+            self.audit
+                .append(kind, session, "gateway", detail)
+                .map_err(|e| crate::util::internal("writing the audit log", e))?;
+            return Ok(());
+        }
+        let log = self.audit.clone();
+        let session = session.map(str::to_string);
+        tokio::task::spawn_blocking(move || log.append(kind, session.as_deref(), "gateway", detail))
+            .await
+            .map_err(|e| crate::util::internal("writing the audit log", e))?
+            .map_err(|e| crate::util::internal("writing the audit log", e))?;
+        Ok(())
+    }
+}

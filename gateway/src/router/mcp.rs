@@ -1,0 +1,260 @@
+//! The MCP face: `initialize`, the adaptive `tools/list` (every tool inline up to
+//! `inline_tools_max`, past it the three meta tools `axp_index`, `axp_describe`, `axp_call`),
+//! `tools/call` as a job followed to its end with progress pushed to the client, and the final
+//! response a resumed SSE stream replays.
+
+use std::time::Duration;
+
+use axp_audit::{Kind, digest_json};
+use axp_protocol::jsonrpc::{Id, Response};
+use axp_protocol::methods::{JobEventKind, SessionOpenParams};
+use axp_protocol::{MCP_PROTOCOL_VERSIONS, RpcError};
+use axp_store::JobRecord;
+use serde_json::{Map, Value, json};
+
+use super::{Ctx, Push, id_key};
+use crate::gateway::Gateway;
+use crate::jobs::outcome;
+use crate::session::{Session, denied};
+
+const META_TOOLS: [&str; 3] = ["axp_index", "axp_describe", "axp_call"];
+
+impl Gateway {
+    pub fn initialize(&self, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
+        let asked = p.get("protocolVersion").and_then(Value::as_str).unwrap_or(MCP_PROTOCOL_VERSIONS[0]);
+        let version = if MCP_PROTOCOL_VERSIONS.contains(&asked) { asked } else { MCP_PROTOCOL_VERSIONS[0] };
+        // Over stdio the connection already has its session; over HTTP each initialize opens one.
+        let existing = ctx.session_id.clone().or_else(|| ctx.opened_session());
+        let session = match existing.and_then(|id| self.sessions.authenticate(Some(&id), ctx.token.as_deref()).ok()) {
+            Some(s) => s,
+            None => {
+                let params = SessionOpenParams { workspace: None, sandbox_tier: None, capabilities: None, ttl_s: None };
+                let r = self.open_for(ctx, params, true)?;
+                self.metrics.sessions_opened.inc();
+                *ctx.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.session_id.clone());
+                self.sessions.authenticate(Some(&r.session_id), Some(&r.cap_token))?
+            }
+        };
+        Ok(json!({
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": true}},
+            "serverInfo": {"name": "axp", "title": "AXP gateway", "version": env!("CARGO_PKG_VERSION")},
+            "instructions": format!(
+                "AXP gateway. Tools are named <provider>__<tool>. Sandbox tier: {}. Large catalogs are reached through axp_index (search), axp_describe (schema) and axp_call.",
+                session.tier
+            ),
+        }))
+    }
+
+    pub fn tools_list(&self, ctx: &Ctx) -> Result<Value, RpcError> {
+        let s = self.session_or_default(&Value::Null, ctx)?;
+        let entries = self.registry.entries(&|n| s.caps.allows_tool(n));
+        if entries.len() <= self.options.inline_tools_max {
+            let tools: Vec<Value> = entries
+                .iter()
+                .map(|(e, available)| {
+                    let mut t = json!({
+                        "name": e.name,
+                        "description": if *available { e.spec.description.clone() } else { format!("[unavailable] {}", e.spec.description) },
+                        "inputSchema": e.spec.input_schema,
+                    });
+                    if let Some(title) = &e.spec.title {
+                        t["title"] = json!(title);
+                    }
+                    if let Some(o) = &e.spec.output_schema {
+                        t["outputSchema"] = o.clone();
+                    }
+                    if let Some(a) = &e.spec.annotations {
+                        t["annotations"] = a.clone();
+                    }
+                    t
+                })
+                .collect();
+            return Ok(json!({"tools": tools}));
+        }
+        Ok(json!({"tools": meta_tools(entries.len())}))
+    }
+
+    pub fn describe(&self, s: &Session, name: &str) -> Result<Value, RpcError> {
+        if !s.caps.allows_tool(name) {
+            return Err(denied(&format!("tool({name})"), "describe this tool"));
+        }
+        Ok(serde_json::to_value(self.registry.describe(name)?).unwrap_or_default())
+    }
+
+    pub async fn tools_call(&self, req_id: &Id, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
+        let started = std::time::Instant::now();
+        let name = p
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("`name` (a string) is required"))?;
+        let mut arguments = match p.get("arguments") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => return Err(RpcError::invalid_params("`arguments` must be an object")),
+        };
+        let s = self.session_or_default(p, ctx)?;
+        let mut name = name.to_string();
+        match name.as_str() {
+            "axp_index" => {
+                let limit = arguments.get("limit").and_then(Value::as_u64).unwrap_or(20) as usize;
+                let r = self.registry.index(
+                    arguments.get("query").and_then(Value::as_str),
+                    arguments.get("provider").and_then(Value::as_str),
+                    limit.clamp(1, 200),
+                    0,
+                    true,
+                    &|n| s.caps.allows_tool(n),
+                );
+                return Ok(text_result(&serde_json::to_string_pretty(&r).unwrap_or_default()));
+            }
+            "axp_describe" => {
+                let n = arguments
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| RpcError::invalid_params("`name` is required"))?;
+                let d = self.describe(&s, n)?;
+                return Ok(text_result(&serde_json::to_string_pretty(&d).unwrap_or_default()));
+            }
+            "axp_call" => {
+                name = arguments
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| RpcError::invalid_params("`name` is required"))?
+                    .to_string();
+                arguments = match arguments.get("arguments") {
+                    None | Some(Value::Null) => Map::new(),
+                    Some(Value::Object(m)) => m.clone(),
+                    Some(_) => {
+                        return Err(RpcError::invalid_params("`arguments` must be an object"));
+                    }
+                };
+            }
+            _ => {}
+        }
+        let progress_token = p.get("_meta").and_then(|m| m.get("progressToken")).cloned();
+        let spec = json!({"tool": name, "arguments": arguments, "origin": "mcp", "request_id": req_id});
+        let digest = digest_json(&Value::Object(arguments.clone()));
+        let job = self.start_tool_job(&s, &name, arguments, spec, None, None)?;
+        let detail = json!({"tool": name, "args_sha256": digest, "job_id": job.id, "via": "tools/call"});
+        let key = (s.id.clone(), id_key(&serde_json::to_value(req_id).unwrap_or_default()));
+        self.inflight_lock().insert(key.clone(), job.id.clone());
+        // The audit record is written (and, by default, fsynced) while the provider works: one
+        // yield first lets the job's task send the call, so the record's write follows the
+        // dispatch instead of delaying it. The reply still waits for both, so no result is
+        // acknowledged before its record is durable; and a call that a crash cuts short between
+        // the two is still on record, as the job row inserted before dispatch (`lost` after
+        // the restart).
+        let audited = async {
+            tokio::task::yield_now().await;
+            self.audit(Kind::ToolCall, Some(&s.id), detail).await
+        };
+        let (audited, result) = tokio::join!(audited, self.follow(&job, ctx, progress_token));
+        self.inflight_lock().remove(&key);
+        audited?;
+        let reply = result.map(|o| serde_json::to_value(o).unwrap_or_default());
+        // A parked job's wait for its operator is neither part: it has no provider time until
+        // it ran, and then the wait would count as the gateway's.
+        if job.state != axp_protocol::methods::JobState::AwaitingApproval
+            && let Some((provider, times)) = self.jobs.provider_time(&job.id)
+        {
+            times.gateway.observe(started.elapsed().saturating_sub(provider));
+        }
+        reply
+    }
+
+    /// Waits for a job to end, pushing its progress to the client as it comes; returns its result.
+    pub async fn follow(
+        &self,
+        job: &JobRecord,
+        ctx: &Ctx,
+        progress_token: Option<Value>,
+    ) -> Result<axp_protocol::ToolOutput, RpcError> {
+        let mut seq = 0u64;
+        let mut tail = Vec::new();
+        loop {
+            let batch = self.jobs.attach(job, seq, Duration::from_secs(30), 1000).await?;
+            for e in &batch.events {
+                if let (Some(push), Some(token), JobEventKind::Progress { progress, total, message }) =
+                    (&ctx.push, &progress_token, &e.kind)
+                {
+                    let mut params = json!({"progressToken": token, "progress": progress});
+                    if let Some(t) = total {
+                        params["total"] = json!(t);
+                    }
+                    if let Some(m) = message {
+                        params["message"] = json!(m);
+                    }
+                    let _ = push.send(Push {
+                        event_id: Some(format!("{}:{}", job.id, e.seq)),
+                        message: json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}),
+                    });
+                }
+                if matches!(e.kind, JobEventKind::Result { .. } | JobEventKind::Exit { .. }) {
+                    tail.push(e.clone());
+                }
+            }
+            seq = batch.next_seq;
+            if batch.done {
+                break;
+            }
+        }
+        outcome(&tail).unwrap_or_else(|| Err(RpcError::internal("the job ended without an exit event")))
+    }
+
+    /// For a resumed SSE stream of a `tools/call`: the final response, if the job has ended.
+    pub async fn final_response(&self, job: &JobRecord) -> Option<Response> {
+        let req_id: Id = serde_json::from_value(job.spec.get("request_id")?.clone()).ok()?;
+        let mut seq = 0;
+        let mut tail = Vec::new();
+        loop {
+            let b = self.jobs.attach(job, seq, Duration::ZERO, 1000).await.ok()?;
+            tail.extend(
+                b.events
+                    .into_iter()
+                    .filter(|e| matches!(e.kind, JobEventKind::Result { .. } | JobEventKind::Exit { .. })),
+            );
+            if b.done || b.next_seq == seq {
+                break;
+            }
+            seq = b.next_seq;
+        }
+        outcome(&tail).map(|r| Response::from_result(req_id, r.map(|o| serde_json::to_value(o).unwrap_or_default())))
+    }
+}
+
+fn text_result(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}]})
+}
+
+fn meta_tools(total: usize) -> Vec<Value> {
+    let _ = META_TOOLS;
+    vec![
+        json!({
+            "name": "axp_index",
+            "description": format!("Search the {total} tools this gateway offers; returns names with one-line descriptions and signatures. Use it first to find a tool."),
+            "inputSchema": {"type": "object", "properties": {
+                "query": {"type": "string", "description": "Words describing what you want to do"},
+                "provider": {"type": "string", "description": "Only tools of this provider"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "At most this many results (default 20)"}
+            }, "additionalProperties": false},
+            "annotations": {"readOnlyHint": true}
+        }),
+        json!({
+            "name": "axp_describe",
+            "description": "Get the full description, TypeScript signature and JSON Schema of one tool found with axp_index.",
+            "inputSchema": {"type": "object", "properties": {
+                "name": {"type": "string", "description": "The tool's name as axp_index gave it"}
+            }, "required": ["name"], "additionalProperties": false},
+            "annotations": {"readOnlyHint": true}
+        }),
+        json!({
+            "name": "axp_call",
+            "description": "Call one tool by name with its arguments, as described by axp_describe.",
+            "inputSchema": {"type": "object", "properties": {
+                "name": {"type": "string", "description": "The tool's name"},
+                "arguments": {"type": "object", "description": "Arguments matching the tool's schema"}
+            }, "required": ["name"], "additionalProperties": false}
+        }),
+    ]
+}
