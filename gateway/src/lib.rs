@@ -23,7 +23,6 @@ mod jobs;
 mod metrics;
 mod mount;
 mod operators;
-mod plugins;
 mod pty;
 mod quotas;
 mod registry;

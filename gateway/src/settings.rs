@@ -1,15 +1,21 @@
 //! `axp.toml`: the operator's settings (listen address, state dir, workspace, default session
-//! profile, sandbox defaults, declared CLI tools, lint policy). Raw serde structs refuse unknown
+//! profile, sandbox defaults, declared CLI tools, lint policy, plugin limits). Raw serde structs refuse unknown
 //! keys; [`load`] turns toml's byte spans into line and column and adds the nearest valid key.
 //! Knobs that weaken security carry a `dangerously_` prefix.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
+use anyhow::Context;
+use axp_plugin_host::{HostContext, WasmLimits};
+use axp_providers::Launcher;
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::config::{ConfigError, ConfigProblem, line_col, unknown_field_hint};
+use crate::egress::Egress;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -32,7 +38,7 @@ pub struct Settings {
     pub skill_dirs: Vec<PathBuf>,
     /// Limits of installed plugins (`axp provider add`).
     #[serde(default)]
-    pub plugins: crate::plugins::PluginSettings,
+    pub plugins: PluginSettings,
     /// Passed to the lint crate, which validates it.
     pub lint: Option<toml::Value>,
     #[serde(default)]
@@ -236,6 +242,68 @@ pub fn parse(text: &str, path: &Path) -> Result<Settings, ConfigError> {
             }],
         }
     })
+}
+
+/// `[plugins]` in `axp.toml`: limits applied to every plugin call.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSettings {
+    /// Wall-clock deadline of one plugin call, in milliseconds [default: 30000].
+    pub call_timeout_ms: Option<u64>,
+    /// Largest linear memory of one WASM instance, in MiB [default: 64].
+    pub memory_mib: Option<usize>,
+    /// Native plugins (by id) loaded into the gateway's own process instead of the sandboxed
+    /// helper. A crash of one of these takes the gateway down.
+    #[serde(default)]
+    pub dangerously_trusted: Vec<String>,
+    /// Environment variables of the gateway whose values WASM plugins may look up with
+    /// `host.secret(NAME)`. A plugin sees only the names its manifest declares under
+    /// `[capabilities] secrets`; everything else (and every name not listed here) is `none`.
+    #[serde(default)]
+    pub secrets_from_env: Vec<String>,
+}
+
+impl PluginSettings {
+    /// The WASM limits these settings ask for.
+    pub fn limits(&self) -> WasmLimits {
+        let d = WasmLimits::default();
+        WasmLimits {
+            memory_bytes: self.memory_mib.map_or(d.memory_bytes, |m| m << 20),
+            call_timeout: self.call_timeout_ms.map_or(d.call_timeout, Duration::from_millis),
+            max_instances: d.max_instances,
+        }
+    }
+
+    /// A host context with these limits, grants resolved against `workspace`, and WASM HTTP
+    /// routed through the gateway's egress proxy for the plugin's `net` allowlist (native
+    /// plugins reach it through their sandbox's forwarder, like every sandboxed process).
+    pub fn host_context(
+        &self,
+        launcher: Arc<dyn Launcher>,
+        workspace: &Path,
+        egress: Arc<Egress>,
+    ) -> anyhow::Result<HostContext> {
+        let mut ctx = HostContext::with_limits(launcher, self.limits()).context("cannot start the plugin runtime")?;
+        ctx.trusted = self.dangerously_trusted.clone();
+        for name in &self.secrets_from_env {
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') {
+                anyhow::bail!("[plugins] secrets_from_env: `{name}` is not a secret name (A-Z, 0-9 and _)");
+            }
+            match std::env::var(name) {
+                Ok(v) => {
+                    ctx.secrets.insert(name.clone(), v);
+                }
+                Err(_) => tracing::warn!(secret = %name, "[plugins] secrets_from_env names a variable that is not set"),
+            }
+        }
+        ctx.workspace = Some(workspace.to_path_buf());
+        // Each plugin gets a proxy of its own, like a configured provider, so its attempts are
+        // audited under its id.
+        ctx.egress_route = Some(Arc::new(move |id: &str, net: &[String]| {
+            egress.socket_for(&axp_providers::NetScope::Provider(id.to_string()), net)
+        }));
+        Ok(ctx)
+    }
 }
 
 #[cfg(test)]

@@ -161,7 +161,7 @@ fn add(a: AddArgs, state_dir: PathBuf, settings: &Settings) -> Result<i32> {
     let task = rt.spawn(async move {
         let progress = |line: &str| eprintln!("  {line}");
         let vet =
-            |id: &str, tools: &[axp_protocol::ToolSpec]| crate::plugins::lint_at_install(lint.as_ref(), id, tools);
+            |id: &str, tools: &[axp_protocol::ToolSpec]| crate::gateway::plugins::lint_at_install(lint.as_ref(), id, tools);
         axp_plugin_host::install_vetted(&path, &opts, &state_dir, &ctx, &progress, &vet)
             .await
             .map(|(entry, tools)| (entry, tools, state_dir))

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use axp_audit::AuditLog;
 use axp_protocol::CapabilitySet;
 use axp_protocol::methods::SandboxTier;
-use axp_providers::{DynProvider, Launcher, ProviderEvent};
+use axp_providers::Launcher;
 use axp_store::{ExitSync, Store, StoreOptions};
 
 use crate::cli::ServeArgs;
@@ -484,7 +484,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     let admission = crate::admission::Admission::load(settings.lint.as_ref(), &state_dir, &approve_with)?;
     let gateway =
         Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission).with_guard(guard).shared();
-    watch_pins(gateway.clone(), &state_dir)?;
+    crate::gateway::catalog::watch_pins(gateway.clone(), &state_dir)?;
 
     let launcher = provider_launcher(&tiers)?;
     let mut mounts: Vec<Mount> = Vec::new();
@@ -500,11 +500,11 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     }
     mounts.extend(mount::fleet(&fleet, &settings, &workspace, launcher.clone(), false).await?);
     for m in mounts {
-        watch_provider(gateway.clone(), m);
+        crate::gateway::catalog::watch_provider(gateway.clone(), m);
     }
     // Installed plugins (`axp provider add`), kept in step with the lockfile while serving.
     let plugin_ctx = settings.plugins.host_context(launcher.clone(), &workspace, egress.clone())?;
-    crate::plugins::Plugins::start(gateway.clone(), state_dir.clone(), plugin_ctx).await?;
+    crate::gateway::plugins::Plugins::start(gateway.clone(), state_dir.clone(), plugin_ctx).await?;
 
     let mut warnings = fleet.warnings;
     warnings.extend(registry.problems());
@@ -548,99 +548,4 @@ fn provider_launcher(tiers: &Tiers) -> Result<Arc<dyn Launcher>> {
         return Ok(Arc::new(axp_providers::DirectLauncher));
     }
     bail!("no sandbox is available for provider processes and dev-none is not allowed")
-}
-
-/// Lists a provider's tools now and whenever it says they changed; tracks availability.
-pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
-    let provider: DynProvider = m.provider.clone();
-    let id = provider.id().clone();
-    gw.registry.mount(m);
-    let events = provider.events();
-    tokio::spawn(async move {
-        refresh(&gw, &provider).await;
-        let Some(mut rx) = events else { return };
-        loop {
-            match rx.recv().await {
-                Ok(ProviderEvent::ToolsChanged) => {
-                    refresh(&gw, &provider).await;
-                    gw.tools_changed();
-                }
-                // The provider has logged the change itself, with its reason, once: logging it
-                // here again printed every failure twice in two wordings.
-                Ok(ProviderEvent::Unavailable { reason }) => gw.registry.set_available(&id, false, Some(reason)),
-                Ok(ProviderEvent::Available) => refresh(&gw, &provider).await,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => refresh(&gw, &provider).await,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-            }
-        }
-    });
-}
-
-/// Re-reads the pins lockfile whenever it changes on disk (an operator's `axp lint --approve`)
-/// and registers again the providers whose held-back tools it may have approved, so the new
-/// version is served without a restart and clients hear `list_changed`.
-fn watch_pins(gw: Arc<Gateway>, state_dir: &Path) -> Result<()> {
-    let mut watch = crate::watch::FileWatch::new(state_dir, crate::admission::LOCK_FILE, "pins lockfile")?;
-    tokio::spawn(async move {
-        while watch.changed().await {
-            let reload = {
-                let gw = gw.clone();
-                move || gw.admission.reload()
-            };
-            let Ok(providers) = tokio::task::spawn_blocking(reload).await else { continue };
-            let mut refreshed = false;
-            for id in providers {
-                if let Some(p) = gw.registry.provider(&axp_providers::ProviderId(id)) {
-                    refresh(&gw, &p).await;
-                    refreshed = true;
-                }
-            }
-            if refreshed {
-                gw.tools_changed();
-            }
-        }
-    });
-    Ok(())
-}
-
-/// Lists a provider's tools, passes them through the registration lint and publishes them.
-/// The lint and the index rebuild run on the blocking pool: with thousands of tools they take
-/// long enough to stall a runtime worker, and with it every request the gateway is serving.
-pub async fn refresh(gw: &Arc<Gateway>, provider: &DynProvider) {
-    let id = provider.id().clone();
-    match provider.tools().await {
-        Ok(tools) => {
-            let admit = {
-                let (gw, id) = (gw.clone(), id.clone());
-                move || {
-                    let mut others = axp_lint::Catalog::new();
-                    for (p, t) in gw.registry.tools_except(&id) {
-                        others.insert(p, t);
-                    }
-                    let admitted = gw.admission.admit(id.as_str(), tools, &others);
-                    gw.registry.set_tools(&id, admitted.publish, admitted.findings);
-                    gw.registry.set_available(&id, true, None);
-                    admitted.audit
-                }
-            };
-            let audit = match tokio::task::spawn_blocking(admit).await {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::error!(provider = %id, error = %e, "the registration lint failed");
-                    return;
-                }
-            };
-            if let Err(e) = gw.audit(axp_audit::Kind::LintVerdict, None, audit).await {
-                tracing::error!(error = %e.reason(), "cannot audit a lint verdict");
-            }
-        }
-        // Its first start is still under way; it announces the outcome when it ends.
-        Err(axp_providers::ProviderError::Starting { .. }) => {
-            gw.registry.set_available(&id, false, Some(crate::registry::STARTING.into()));
-        }
-        Err(e) => {
-            tracing::warn!(provider = %id, error = %e, "cannot list tools");
-            gw.registry.set_available(&id, false, Some(e.to_string()));
-        }
-    }
 }

@@ -1,8 +1,14 @@
 //! The gateway's hub: the [`Gateway`] value that holds every component a request may need (the
 //! catalog, sessions, jobs, the guard, metrics, the audit log, the registration lint) and the
 //! few services that combine them: a tool ready for a session, a durable audit append, the
-//! `list_changed` broadcast. It decides nothing about methods: routing lives in `router`, and
-//! transports call [`Gateway::handle`] there.
+//! `list_changed` broadcast; and the two services that keep its catalog in step while it runs:
+//! `catalog` (providers' tools, through the registration lint, into the registry) and `plugins`
+//! (installed plugins, in step with their lockfile). It decides nothing about methods: routing
+//! lives in `router`, and transports call [`Gateway::handle`] there.
+
+
+pub mod catalog;
+pub mod plugins;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

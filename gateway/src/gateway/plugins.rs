@@ -6,88 +6,25 @@
 //! lockfile, this module's watcher sees it, mounts or unmounts, and tells clients through
 //! `notifications/tools/list_changed`. Plugin tools pass the registration lint like every tool.
 //!
-//! It owns the `[plugins]` table of `axp.toml` and the install-time lint verdict. It never
+//! It applies the `[plugins]` table of `axp.toml` (read by `settings`) and owns the install-time
+//! lint verdict. It never
 //! installs or verifies artifacts itself (that is `axp-plugin-host`), and never gives a plugin
 //! more than its manifest grants.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use axp_plugin_host::{HostContext, Installed, WasmLimits};
+use axp_plugin_host::{HostContext, Installed};
 use axp_protocol::ToolSpec;
-use axp_providers::{DynProvider, Launcher, ProviderEvent, ProviderId};
-use serde::Deserialize;
+use axp_providers::{DynProvider, ProviderEvent, ProviderId};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::fleet::PrefixMode;
-use crate::egress::Egress;
 use crate::gateway::Gateway;
 use crate::registry::Mount;
-
-/// `[plugins]` in `axp.toml`: limits applied to every plugin call.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PluginSettings {
-    /// Wall-clock deadline of one plugin call, in milliseconds [default: 30000].
-    pub call_timeout_ms: Option<u64>,
-    /// Largest linear memory of one WASM instance, in MiB [default: 64].
-    pub memory_mib: Option<usize>,
-    /// Native plugins (by id) loaded into the gateway's own process instead of the sandboxed
-    /// helper. A crash of one of these takes the gateway down.
-    #[serde(default)]
-    pub dangerously_trusted: Vec<String>,
-    /// Environment variables of the gateway whose values WASM plugins may look up with
-    /// `host.secret(NAME)`. A plugin sees only the names its manifest declares under
-    /// `[capabilities] secrets`; everything else (and every name not listed here) is `none`.
-    #[serde(default)]
-    pub secrets_from_env: Vec<String>,
-}
-
-impl PluginSettings {
-    /// The WASM limits these settings ask for.
-    pub fn limits(&self) -> WasmLimits {
-        let d = WasmLimits::default();
-        WasmLimits {
-            memory_bytes: self.memory_mib.map_or(d.memory_bytes, |m| m << 20),
-            call_timeout: self.call_timeout_ms.map_or(d.call_timeout, Duration::from_millis),
-            max_instances: d.max_instances,
-        }
-    }
-
-    /// A host context with these limits, grants resolved against `workspace`, and WASM HTTP
-    /// routed through the gateway's egress proxy for the plugin's `net` allowlist (native
-    /// plugins reach it through their sandbox's forwarder, like every sandboxed process).
-    pub fn host_context(
-        &self,
-        launcher: Arc<dyn Launcher>,
-        workspace: &Path,
-        egress: Arc<Egress>,
-    ) -> Result<HostContext> {
-        let mut ctx = HostContext::with_limits(launcher, self.limits()).context("cannot start the plugin runtime")?;
-        ctx.trusted = self.dangerously_trusted.clone();
-        for name in &self.secrets_from_env {
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') {
-                anyhow::bail!("[plugins] secrets_from_env: `{name}` is not a secret name (A-Z, 0-9 and _)");
-            }
-            match std::env::var(name) {
-                Ok(v) => {
-                    ctx.secrets.insert(name.clone(), v);
-                }
-                Err(_) => tracing::warn!(secret = %name, "[plugins] secrets_from_env names a variable that is not set"),
-            }
-        }
-        ctx.workspace = Some(workspace.to_path_buf());
-        // Each plugin gets a proxy of its own, like a configured provider, so its attempts are
-        // audited under its id.
-        ctx.egress_route = Some(Arc::new(move |id: &str, net: &[String]| {
-            egress.socket_for(&axp_providers::NetScope::Provider(id.to_string()), net)
-        }));
-        Ok(ctx)
-    }
-}
 
 /// The registration lint's verdict on a plugin's tools, before it is installed: `Err` names
 /// every refused tool and why. The same rules run again when a gateway mounts it.
@@ -221,7 +158,7 @@ impl Plugins {
     async fn mount(&self, m: Mount, stop: CancellationToken) {
         let provider: DynProvider = m.provider.clone();
         self.gw.registry.mount(m);
-        crate::commands::serve::refresh(&self.gw, &provider).await;
+        crate::gateway::catalog::refresh(&self.gw, &provider).await;
         let Some(mut rx) = provider.events() else { return };
         let gw = self.gw.clone();
         tokio::spawn(async move {
@@ -238,7 +175,7 @@ impl Plugins {
                         tracing::warn!(plugin = %id, %reason, "plugin host process failed");
                     }
                     Ok(ProviderEvent::ToolsChanged | ProviderEvent::Available) => {
-                        crate::commands::serve::refresh(&gw, &provider).await;
+                        crate::gateway::catalog::refresh(&gw, &provider).await;
                         gw.tools_changed();
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
