@@ -2,7 +2,8 @@
 //! transport (HTTP bodies, stdio lines) into a JSON-RPC message or a ready-made error response.
 //! Beyond "never panics", it checks what the gateway relies on: a message that parses is
 //! JSON-RPC 2.0 with `params` absent or an object/array; re-serialising it and parsing it again
-//! gives the same message (so what the gateway logs, forwards or answers is what it was sent);
+//! gives the same message (so what the gateway logs, forwards or answers is what it was sent; a
+//! response whose `result` reads as absent is re-sent with a null one, as it means);
 //! and a rejection is itself a well-formed error response whose id is one the input carried, or
 //! null.
 
@@ -28,7 +29,14 @@ fuzz_target!(|data: &[u8]| {
                 }
                 Incoming::Response(r) => {
                     assert_eq!(r.jsonrpc, "2.0");
-                    serde_json::to_vec(r)
+                    // serde reads `"result": null` (and `"error": null`) as absent, so a parsed
+                    // response may have neither member; it means a null result
+                    // (`Response::into_result`), and is re-sent as one.
+                    let mut r = r.clone();
+                    if r.result.is_none() && r.error.is_none() {
+                        r.result = Some(Value::Null);
+                    }
+                    serde_json::to_vec(&r)
                 }
             }
             .expect("a parsed message serialises");
