@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import signal
 import statistics
 import subprocess
@@ -125,18 +126,26 @@ def mb_s(nbytes, secs):
     return nbytes / secs / 1e6 if secs > 0 else float("inf")
 
 
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def baseline(cmd, out_path, size):
-    """The producer piped into `cat > file` on the state dir's file system; seconds taken."""
+    """The producer piped into `cat > file` on the state dir's file system: seconds taken, and
+    the CPU seconds of the whole pipeline (producer and cat)."""
     subprocess.run(["rm", "-f", out_path], check=True)
     subprocess.run(["sync"], check=True)
+    cpu0 = children_cpu()
     t0 = time.perf_counter()
     subprocess.run(["sh", "-c", f"{cmd} | cat > '{out_path}'"], check=True)
     took = time.perf_counter() - t0
+    cpu = children_cpu() - cpu0
     got = os.path.getsize(out_path)
     if got != size:
         raise SystemExit(f"baseline wrote {got} bytes, not {size}")
     os.remove(out_path)
-    return took
+    return took, cpu
 
 
 def run_job(rpc, gw_pid, cmd):
@@ -261,8 +270,8 @@ def one_round(args, rpc, name, cmd, r):
     state = os.path.join(args.work, "state")
     tag = f"{name}-{r}"
     print(f"\n== producer `{name}`, round {r}: {cmd}")
-    base = baseline(cmd, os.path.join(args.work, "baseline.out"), size)
-    print(f"baseline `| cat > file`: {base:.2f} s, {mb_s(size, base):.0f} MB/s")
+    base, base_cpu = baseline(cmd, os.path.join(args.work, "baseline.out"), size)
+    print(f"baseline `| cat > file`: {base:.2f} s, {mb_s(size, base):.0f} MB/s; CPU of the pipeline {base_cpu:.2f} s")
     with Perf(args.perf, gw, f"{tag}-job"):
         j = run_job(rpc, gw, cmd)
     rss = j["rss"]
@@ -274,6 +283,9 @@ def one_round(args, rpc, name, cmd, r):
           f"{j['child_cpu']:.2f} s")
     print(f"  gateway RSS (MiB, every 0.5 s, {len(rss)} samples): start {rss[0] / 1024:.1f}, "
           f"max {max(rss) / 1024:.1f}, end {rss[-1] / 1024:.1f}; VmHWM {rss_kib(gw, 'VmHWM') / 1024:.1f}")
+    # The gateway's RSS while it replays (all three replays).
+    replay_rss = RssSampler(gw)
+    replay_rss.start()
     with Perf(args.perf, gw, f"{tag}-replay"):
         raw = replay_raw(rpc, gw, j["job"])
     if raw["next_seq"] != j["next_seq"]:
@@ -292,10 +304,16 @@ def one_round(args, rpc, name, cmd, r):
     if parsed["payload"] != size or parsed["next_seq"] != j["next_seq"] or not parsed["exit"]:
         raise SystemExit(f"replay returned {parsed['payload']} payload bytes, {parsed['next_seq']} events; "
                          f"expected {size} and {j['next_seq']} ending with the exit")
+    replay_rss.stop.set()
+    replay_rss.join()
     print(f"replay job.attach decoded and checked: {parsed['secs']:.2f} s, payload "
           f"{mb_s(size, parsed['secs']):.0f} MB/s (all {size} bytes, seqs dense); "
           f"CPU gateway {parsed['gw_cpu']:.2f} s, client {parsed['client_cpu']:.2f} s")
-    return {"base": base, "job": j, "raw": raw, "sse": sse, "parsed": parsed}
+    r = replay_rss.samples
+    print(f"  gateway RSS during the three replays (MiB): start {r[0] / 1024:.1f}, max {max(r) / 1024:.1f}, "
+          f"end {r[-1] / 1024:.1f}")
+    j["replay_rss"] = r
+    return {"base": base, "base_cpu": base_cpu, "job": j, "raw": raw, "sse": sse, "parsed": parsed}
 
 
 def main():
@@ -325,26 +343,30 @@ def main():
 
     print(f"\nload after: {open('/proc/loadavg').read().strip()}")
     print("\nMedians over the rounds (each round: baseline, then the job, then its replays):\n")
-    print("| producer | rounds | cat MB/s | gateway MB/s | ratio (goal >= 0.5) | gateway RSS MiB start / max / end | "
-          "replay MB/s: attach / SSE / decoded (goal >= 1000) | gateway CPU s per GiB: job / attach / SSE |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| producer | rounds | cat MB/s | gateway MB/s | ratio (goal >= 0.5) | gateway RSS MiB first / max / last | "
+          "replay MB/s: attach / SSE / decoded (goal >= 1000) | CPU s per GiB: cat pipeline / job's processes + "
+          "gateway | gateway CPU s per GiB: attach / SSE |")
+    print("|---|---|---|---|---|---|---|---|---|")
     gib = size / 2**30
     med = statistics.median
     for name, rounds in table:
         ratios = [x["base"] / x["job"]["secs"] for x in rounds]
         ratio = med(ratios)
+        # Over the whole producer's run: every job and every replay.
         rss_start = rounds[0]["job"]["rss"][0]
-        rss_max = max(max(x["job"]["rss"]) for x in rounds)
-        rss_end = rounds[-1]["job"]["rss"][-1]
+        rss_max = max(max(x["job"]["rss"] + x["job"]["replay_rss"]) for x in rounds)
+        rss_end = rounds[-1]["job"]["replay_rss"][-1]
         rate = {k: med(mb_s(size, x[k]["secs"]) for x in rounds) for k in ("raw", "sse", "parsed")}
         cpu = {k: med(x[k]["gw_cpu"] / gib for x in rounds) for k in ("job", "raw", "sse")}
+        base_cpu = med(x["base_cpu"] / gib for x in rounds)
+        child_cpu = med(x["job"]["child_cpu"] / gib for x in rounds)
         spread = f" ({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
         print(f"| {name} | {len(rounds)} | {med(mb_s(size, x['base']) for x in rounds):.0f} | "
               f"{med(mb_s(size, x['job']['secs']) for x in rounds):.0f} | {ratio:.2f}{spread} "
               f"{'met' if ratio >= 0.5 else 'NOT met'} | {rss_start / 1024:.0f} / {rss_max / 1024:.0f} / "
               f"{rss_end / 1024:.0f} | {rate['raw']:.0f} / {rate['sse']:.0f} / {rate['parsed']:.0f} "
               f"{'met' if max(rate.values()) >= 1000 else 'NOT met'} | "
-              f"{cpu['job']:.2f} / {cpu['raw']:.2f} / {cpu['sse']:.2f} |")
+              f"{base_cpu:.2f} / {child_cpu:.2f} + {cpu['job']:.2f} | {cpu['raw']:.2f} / {cpu['sse']:.2f} |")
 
 
 if __name__ == "__main__":
