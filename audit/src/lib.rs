@@ -1,4 +1,4 @@
-//! `axp-audit` owns the audit log (DESIGN §8, issue 5): an append-only, hash-chained record of
+//! `axp-audit` owns the audit log (DESIGN §8): an append-only, hash-chained record of
 //! every session, token, denial, command, tool call, file write, network attempt, lint verdict
 //! and approval, durable before an append returns, with a full-chain [`verify`] and a [`tail`]
 //! that can follow. It knows nothing of sessions, tokens, HTTP or tokio, and never decides what

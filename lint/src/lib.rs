@@ -1,5 +1,5 @@
 //! `axp-lint`: tool-description quality and safety rules, run offline, used by the gateway at
-//! registration and by `axp lint` in CI (DESIGN §7, issue 6). It takes a [`Catalog`] of
+//! registration and by `axp lint` in CI (DESIGN §7). It takes a [`Catalog`] of
 //! [`ToolSpec`]s and returns a [`Report`] of [`Finding`]s with stable rule ids, severities,
 //! JSON-pointer locations and, where mechanical, a [`Fix`]. It never starts servers, opens
 //! sockets or reads files on its own: callers hand it JSON and TOML text and write results.

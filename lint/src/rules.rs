@@ -72,7 +72,7 @@ impl Mode {
     }
 }
 
-/// The rule families of issue 6.
+/// The rule families.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {

@@ -103,7 +103,7 @@ const MIGRATIONS: &[&str] = &[
     // no capability token); sessions from `session.open` require their token on every request.
     "ALTER TABLE sessions ADD COLUMN id_is_bearer INTEGER NOT NULL DEFAULT 0;",
     // 3: every tool call is a job, so a job's insert and its end are on the hot path of the
-    // gateway (issue 2). Index only the rows the lookups need: jobs with an idempotency key
+    // gateway. Index only the rows the lookups need: jobs with an idempotency key
     // (most have none), and live jobs (the only states anything looks up by state). An insert
     // then writes ~4.7 WAL pages instead of ~6.2 (measured with this schema and 20,000 jobs).
     // Queries by state must name a live state literally for the partial index to apply

@@ -11,7 +11,7 @@
 //! one `UPDATE` that adds the event's line to `jobs.log`, committed atomically, so the row never
 //! holds a torn line. Most jobs are tool calls with two or three events, and creating a file per
 //! job was measured as the largest single cost of a `tools/call` through the gateway (ext4 inode
-//! allocation, issue 2; decisions 0005 and 0006), so a file is only made when the log outgrows
+//! allocation; decisions 0005 and 0006), so a file is only made when the log outgrows
 //! [`SMALL_LOG_EVENTS`] events or [`SMALL_LOG_BYTES`]: that append writes the row's lines and
 //! its own to a new data file, the whole index to `ID.idx.tmp` renamed to `ID.idx`, and only
 //! then sets the row's log to NULL. The rename is the commit point: whoever finds the index

@@ -868,7 +868,7 @@ fn report(phases: &[Phase], n: usize, args: &Args) {
     }
     let added = gs.pct(0.5) - ds.pct(0.5);
     println!(
-        "issue 2 targets: added p50 <= 0.100 ms: {} ({:.3} ms); {n} clients well over 2000 calls/s: {} ({:.0}/s)",
+        "targets: added p50 <= 0.100 ms: {} ({:.3} ms); {n} clients well over 2000 calls/s: {} ({:.0}/s)",
         if added <= 0.1 { "met" } else { "NOT met" },
         added,
         if gc.rate() > 2000.0 { "met" } else { "NOT met" },

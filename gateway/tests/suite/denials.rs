@@ -1,4 +1,4 @@
-//! The denial matrix (issue 5, as in the a4s design): every method that needs a grant, tried by
+//! The denial matrix (as in the a4s design): every method that needs a grant, tried by
 //! a session that lacks exactly that grant, gets the right error code naming what is missing —
 //! and every capability denial lands in the audit log. Policy methods tried with a session
 //! token get `Unauthorized`.

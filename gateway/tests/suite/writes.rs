@@ -1,4 +1,4 @@
-//! File writes by jobs land in the audit log (issue 5): a command job and the built-in
+//! File writes by jobs land in the audit log: a command job and the built-in
 //! `files__run_command` tool each create, modify and delete workspace files; every change is a
 //! `file.write` record with the job, path, size and SHA-256, written before the job's end is
 //! visible; read-only tools leave no such record.
