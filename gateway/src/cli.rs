@@ -2,8 +2,6 @@
 //! `commands/`. Internal entries (`__sandbox-exec`, `__plugin-host`, `__egress-proxy`) are
 //! dispatched in `main` before clap runs.
 
-use std::path::PathBuf;
-
 use clap::{Args, Parser, Subcommand};
 
 /// AXP: a gateway that gives AI agents a sandboxed, streaming place to run code and use tools.
@@ -26,7 +24,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve tools to agents over HTTP (`/axp`, MCP-compatible) or stdio.
-    Serve(ServeArgs),
+    Serve(crate::commands::serve::ServeArgs),
     /// List tools of a running gateway, or search them with QUERY.
     Index(IndexArgs),
     /// Show a tool's full description, signature and schema.
@@ -39,7 +37,7 @@ pub enum Command {
     Attach(AttachArgs),
     /// Inspect or use the kernel sandbox directly.
     #[command(subcommand)]
-    Sandbox(SandboxCommand),
+    Sandbox(crate::commands::sandbox::SandboxCommand),
     /// Lint tool descriptions and schemas (quality and safety), offline; SARIF for CI.
     Lint(crate::commands::lint::LintArgs),
     /// Inspect capability tokens.
@@ -61,91 +59,6 @@ pub enum Command {
     /// Make operator credentials (bearer tokens, signing keys).
     #[command(subcommand)]
     Operator(crate::commands::operator::OperatorCommand),
-}
-
-#[derive(Debug, Subcommand)]
-pub enum SandboxCommand {
-    /// Print what this host supports (user namespaces, Landlock ABI, seccomp, cgroups) and why not.
-    Check,
-    /// Run one command under the kernel-lsm boundary.
-    Run(SandboxRunArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct SandboxRunArgs {
-    /// The directory the command runs in (read-only unless --writable) [default: current dir].
-    #[arg(long)]
-    pub workspace: Option<PathBuf>,
-    /// Make the workspace writable.
-    #[arg(long)]
-    pub writable: bool,
-    /// Also allow reading below this path. Repeatable.
-    #[arg(long, value_name = "PATH")]
-    pub allow_read: Vec<PathBuf>,
-    /// Also allow writing below this path. Repeatable.
-    #[arg(long, value_name = "PATH")]
-    pub allow_write: Vec<PathBuf>,
-    /// Allow egress to this domain through the egress proxy. Repeatable.
-    #[arg(long, value_name = "DOMAIN")]
-    pub allow_net: Vec<String>,
-    /// The command and its arguments.
-    #[arg(last = true)]
-    pub command: Vec<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// An MCP client config (Claude Desktop / Cursor / VS Code / AXP static form). Repeatable.
-    #[arg(long = "mcp-config", value_name = "FILE")]
-    pub mcp_config: Vec<PathBuf>,
-    /// Static tool: provider name (with --mcp-tool, --mcp-desc and --mcp-bridge).
-    #[arg(long)]
-    pub mcp_provider: Option<String>,
-    /// Static tool: tool name.
-    #[arg(long)]
-    pub mcp_tool: Option<String>,
-    /// Static tool: description.
-    #[arg(long)]
-    pub mcp_desc: Option<String>,
-    /// Static tool: bridge command, run as `BRIDGE… call PROVIDER TOOL PARAMS_JSON`.
-    #[arg(long)]
-    pub mcp_bridge: Option<String>,
-    /// Address to listen on [default: 127.0.0.1:7878, or `listen` in axp.toml]. Other than
-    /// loopback needs `[[operators]]`.
-    #[arg(long, value_name = "ADDR")]
-    pub listen: Option<String>,
-    /// Speak MCP over stdin/stdout instead of HTTP.
-    #[arg(long)]
-    pub stdio: bool,
-    /// Where sessions, jobs and job logs are kept [default: $XDG_STATE_HOME/axp].
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// Operator settings file.
-    #[arg(long = "config", value_name = "AXP_TOML")]
-    pub config: Option<PathBuf>,
-    /// The workspace sessions are bound to [default: the current directory].
-    #[arg(long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
-    /// A skill folder, or a folder of skill folders (Agent Skills format). Repeatable.
-    #[arg(long = "skills", value_name = "DIR")]
-    pub skills: Vec<PathBuf>,
-    /// Do not mount the built-in file and command tools (they are mounted only when nothing else
-    /// is configured).
-    #[arg(long)]
-    pub no_builtin: bool,
-    /// Refuse to start when any server's config cannot be resolved (an unset `${VAR}`), instead
-    /// of serving the others and reporting that server as down.
-    #[arg(long)]
-    pub strict_config: bool,
-    /// Allow sessions without any sandbox (tier dev-none). Processes then run with your authority.
-    #[arg(long)]
-    pub dangerously_allow_dev_none: bool,
-    /// Worker threads of the gateway's async runtime [default: half the CPUs, at least 1]. The
-    /// gateway's own work per call is small next to its providers' (separate processes, which
-    /// keep the other cores), and fewer workers hand work between threads less often
-    /// (decision 0007).
-    #[arg(long, value_name = "N", env = "AXP_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
-    pub threads: Option<u16>,
 }
 
 #[derive(Debug, Args, Clone)]

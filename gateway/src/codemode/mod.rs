@@ -28,9 +28,9 @@ use axp_store::JobRecord;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use crate::auth::session::Session;
 use crate::gateway::Gateway;
 use crate::jobs::Work;
-use crate::session::Session;
 use crate::util::{internal, now_ms};
 
 pub use sdk::Language;
@@ -112,7 +112,7 @@ pub fn start(
     // revokes the token.
     let companion = socket::serve(gw.me.clone(), binding, listener);
 
-    let mut spec = crate::sandboxing::command_spec(&gw.options.extra_read, s, argv, params)?;
+    let mut spec = crate::execution::sandboxing::command_spec(&gw.options.extra_read, s, argv, params)?;
     // The interpreter is looked up on the gateway's default PATH, never on a PATH the agent passed
     // in `env`: the launcher makes the directories of the program it runs (and of what its `#!`
     // line names) readable, so an agent's PATH must not choose that program.

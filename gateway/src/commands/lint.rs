@@ -80,8 +80,8 @@ pub async fn run(a: LintArgs) -> Result<i32> {
     let state_dir = a.state_dir.clone().unwrap_or_else(crate::commands::serve::default_state_dir);
     let lock_path = match &a.lock {
         Some(p) => p.clone(),
-        None if gateway_side => state_dir.join(crate::admission::LOCK_FILE),
-        None => PathBuf::from(crate::admission::LOCK_FILE),
+        None if gateway_side => state_dir.join(crate::catalog::admission::LOCK_FILE),
+        None => PathBuf::from(crate::catalog::admission::LOCK_FILE),
     };
     if gateway_side && a.pin {
         bail!("--pin needs a tools file or --mcp-config: a running gateway pins the tools it sees first by itself");
@@ -122,7 +122,7 @@ pub async fn run(a: LintArgs) -> Result<i32> {
     };
     let lock = if !gateway_side && (!a.approve.is_empty() || a.pin) {
         let mut outcome = Ok(());
-        let lock = crate::admission::update_lockfile(&lock_path, |lock| {
+        let lock = crate::catalog::admission::update_lockfile(&lock_path, |lock| {
             for t in &a.approve {
                 if let Err(e) = lock.approve(&catalog, t) {
                     outcome = Err(anyhow::anyhow!("{e}"));
@@ -139,7 +139,7 @@ pub async fn run(a: LintArgs) -> Result<i32> {
         outcome?;
         lock
     } else {
-        crate::admission::read_lockfile(&lock_path)?
+        crate::catalog::admission::read_lockfile(&lock_path)?
     };
     let report = axp_lint::report::lint_with_lock(&catalog, &config, &lock);
     let out = match a.format.as_str() {
@@ -158,7 +158,7 @@ pub async fn run(a: LintArgs) -> Result<i32> {
 /// the gateway using `state_dir` holds back. The gateway sees the lockfile change and serves
 /// them at once.
 fn approve_held(patterns: &[String], state_dir: &std::path::Path, lock_path: &std::path::Path) -> Result<()> {
-    let held = crate::admission::read_held(state_dir)?;
+    let held = crate::catalog::admission::read_held(state_dir)?;
     let mut chosen = Vec::new();
     for pattern in patterns {
         let found: Vec<_> =
@@ -178,7 +178,7 @@ fn approve_held(patterns: &[String], state_dir: &std::path::Path, lock_path: &st
         }
         chosen.extend(found);
     }
-    crate::admission::update_lockfile(lock_path, |lock| {
+    crate::catalog::admission::update_lockfile(lock_path, |lock| {
         for (_, h) in &chosen {
             lock.pin(&h.provider, &h.spec);
         }
@@ -213,8 +213,8 @@ async fn from_fleet(files: &[PathBuf]) -> Result<Catalog> {
         fleet.statics.extend(part.statics);
     }
     let tmp = std::env::temp_dir().join(format!("axp-lint-{}", std::process::id()));
-    let egress = Arc::new(crate::egress::Egress::new(tmp.join("egress")));
-    let (kernel, launcher) = crate::sandboxing::kernel_lsm(&[], egress, None);
+    let egress = Arc::new(crate::execution::egress::Egress::new(tmp.join("egress")));
+    let (kernel, launcher) = crate::execution::sandboxing::kernel_lsm(&[], egress, None);
     let launcher: Arc<dyn axp_providers::Launcher> = match launcher {
         Some(l) => l,
         None => bail!(
@@ -225,7 +225,7 @@ async fn from_fleet(files: &[PathBuf]) -> Result<Catalog> {
     let workspace = std::env::current_dir()?;
     let total = fleet.servers.len() + fleet.statics.len();
     eprintln!("starting {total} server(s)…");
-    let mounts = crate::mount::fleet(&fleet, &Default::default(), &workspace, launcher, true).await?;
+    let mounts = crate::catalog::mount::fleet(&fleet, &Default::default(), &workspace, launcher, true).await?;
     let mut cat = Catalog::new();
     for (i, m) in mounts.iter().enumerate() {
         let id = m.provider.id().to_string();

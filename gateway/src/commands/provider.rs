@@ -14,8 +14,8 @@ use axp_plugin_host::InstallOptions;
 use axp_providers::Launcher;
 use clap::{Args, Subcommand};
 
-use crate::settings::Settings;
-use crate::egress::Egress;
+use crate::config::settings::Settings;
+use crate::execution::egress::Egress;
 
 /// Install, list, inspect and remove provider plugins (WASM components and native libraries).
 #[derive(Debug, Args)]
@@ -82,8 +82,8 @@ pub struct RemoveArgs {
 /// Runs one `axp provider` subcommand; returns the exit code.
 pub fn run(args: ProviderArgs) -> Result<i32> {
     let settings = match &args.config {
-        Some(p) => crate::settings::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
-        None => crate::settings::Settings::default(),
+        Some(p) => crate::config::settings::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
+        None => crate::config::settings::Settings::default(),
     };
     let state_dir = args
         .state_dir
@@ -134,9 +134,11 @@ pub fn run(args: ProviderArgs) -> Result<i32> {
 }
 
 fn add(a: AddArgs, state_dir: PathBuf, settings: &Settings) -> Result<i32> {
-    let egress_options = settings.egress.options().map_err(|e| anyhow::anyhow!("invalid `[egress]` setting: {e}"))?;
+    let egress_options = crate::execution::egress::EgressOptions::from_settings(&settings.egress)
+        .map_err(|e| anyhow::anyhow!("invalid `[egress]` setting: {e}"))?;
     let egress = Arc::new(Egress::with_options(state_dir.join("egress"), egress_options));
-    let (_, sandboxed) = crate::sandboxing::kernel_lsm(&settings.sandbox.extra_read, egress.clone(), Some(&state_dir));
+    let (_, sandboxed) =
+        crate::execution::sandboxing::kernel_lsm(&settings.sandbox.extra_read, egress.clone(), Some(&state_dir));
     let launcher: Arc<dyn Launcher> = match sandboxed {
         Some(l) => l,
         None if a.dangerously_unsandboxed => Arc::new(axp_providers::DirectLauncher),
@@ -147,7 +149,7 @@ fn add(a: AddArgs, state_dir: PathBuf, settings: &Settings) -> Result<i32> {
         Some(w) => w,
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let ctx = settings.plugins.host_context(launcher, &workspace, egress)?;
+    let ctx = crate::gateway::plugins::host_context(&settings.plugins, launcher, &workspace, egress)?;
     let opts = InstallOptions { expected_sha256: a.sha256, pubkey: a.pubkey };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -160,8 +162,9 @@ fn add(a: AddArgs, state_dir: PathBuf, settings: &Settings) -> Result<i32> {
     // `net` grants starts from a runtime worker.
     let task = rt.spawn(async move {
         let progress = |line: &str| eprintln!("  {line}");
-        let vet =
-            |id: &str, tools: &[axp_protocol::ToolSpec]| crate::gateway::plugins::lint_at_install(lint.as_ref(), id, tools);
+        let vet = |id: &str, tools: &[axp_protocol::ToolSpec]| {
+            crate::gateway::plugins::lint_at_install(lint.as_ref(), id, tools)
+        };
         axp_plugin_host::install_vetted(&path, &opts, &state_dir, &ctx, &progress, &vet)
             .await
             .map(|(entry, tools)| (entry, tools, state_dir))

@@ -5,8 +5,37 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use axp_providers::{ProcessPolicy, ProcessSpec};
+use clap::{Args, Subcommand};
 
-use crate::cli::{SandboxCommand, SandboxRunArgs};
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Print what this host supports (user namespaces, Landlock ABI, seccomp, cgroups) and why not.
+    Check,
+    /// Run one command under the kernel-lsm boundary.
+    Run(SandboxRunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxRunArgs {
+    /// The directory the command runs in (read-only unless --writable) [default: current dir].
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Make the workspace writable.
+    #[arg(long)]
+    pub writable: bool,
+    /// Also allow reading below this path. Repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub allow_read: Vec<PathBuf>,
+    /// Also allow writing below this path. Repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub allow_write: Vec<PathBuf>,
+    /// Allow egress to this domain through the egress proxy. Repeatable.
+    #[arg(long, value_name = "DOMAIN")]
+    pub allow_net: Vec<String>,
+    /// The command and its arguments.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
 
 pub fn run(cmd: SandboxCommand) -> Result<i32> {
     match cmd {
@@ -46,7 +75,7 @@ fn run_one(a: SandboxRunArgs) -> Result<i32> {
     let spec = ProcessSpec {
         program: a.command[0].clone(),
         args: a.command[1..].to_vec(),
-        env: crate::sandboxing::base_env(&workspace),
+        env: crate::execution::sandboxing::base_env(&workspace),
         cwd: Some(workspace.clone()),
         // The operator typed this command: its argv may make the program's own files readable.
         policy: ProcessPolicy {
@@ -67,10 +96,10 @@ fn run_one(a: SandboxRunArgs) -> Result<i32> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let _guard = rt.enter();
     let egress_dir = std::env::temp_dir().join(format!("axp-egress-{}", std::process::id()));
-    let egress = crate::egress::Egress::new(egress_dir.clone());
+    let egress = crate::execution::egress::Egress::new(egress_dir.clone());
     let ran = (|| {
-        let policy =
-            crate::sandboxing::compile(&spec, &[], &argv, &egress, None).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let policy = crate::execution::sandboxing::compile(&spec, &[], &argv, &egress, None)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let exe = std::env::current_exe().context("cannot find the axp executable to re-execute")?;
         axp_sandbox::run(&exe, &policy, &argv).context("cannot start the sandbox")
     })();

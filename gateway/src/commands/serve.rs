@@ -12,19 +12,74 @@ use axp_protocol::CapabilitySet;
 use axp_protocol::methods::SandboxTier;
 use axp_providers::Launcher;
 use axp_store::{ExitSync, Store, StoreOptions};
+use clap::Args;
 
-use crate::cli::ServeArgs;
+use crate::auth::session::{Auth, Profile, Sessions};
+use crate::auth::tiers::Tiers;
+use crate::catalog::mount;
+use crate::catalog::registry::{Mount, Registry};
 use crate::config::env::ProcessEnv;
 use crate::config::fleet::{self, Fleet};
-use crate::settings::{self, Settings};
-use crate::egress::Egress;
+use crate::config::settings::{self, Settings};
+use crate::execution::egress::Egress;
 use crate::gateway::{Gateway, Options};
 use crate::jobs::Jobs;
 use crate::metrics::Metrics;
-use crate::mount;
-use crate::registry::{Mount, Registry};
-use crate::session::{Auth, Profile, Sessions};
-use crate::tiers::Tiers;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// An MCP client config (Claude Desktop / Cursor / VS Code / AXP static form). Repeatable.
+    #[arg(long = "mcp-config", value_name = "FILE")]
+    pub mcp_config: Vec<PathBuf>,
+    /// Static tool: provider name (with --mcp-tool, --mcp-desc and --mcp-bridge).
+    #[arg(long)]
+    pub mcp_provider: Option<String>,
+    /// Static tool: tool name.
+    #[arg(long)]
+    pub mcp_tool: Option<String>,
+    /// Static tool: description.
+    #[arg(long)]
+    pub mcp_desc: Option<String>,
+    /// Static tool: bridge command, run as `BRIDGE… call PROVIDER TOOL PARAMS_JSON`.
+    #[arg(long)]
+    pub mcp_bridge: Option<String>,
+    /// Address to listen on [default: 127.0.0.1:7878, or `listen` in axp.toml]. Other than
+    /// loopback needs `[[operators]]`.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Speak MCP over stdin/stdout instead of HTTP.
+    #[arg(long)]
+    pub stdio: bool,
+    /// Where sessions, jobs and job logs are kept [default: $XDG_STATE_HOME/axp].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Operator settings file.
+    #[arg(long = "config", value_name = "AXP_TOML")]
+    pub config: Option<PathBuf>,
+    /// The workspace sessions are bound to [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// A skill folder, or a folder of skill folders (Agent Skills format). Repeatable.
+    #[arg(long = "skills", value_name = "DIR")]
+    pub skills: Vec<PathBuf>,
+    /// Do not mount the built-in file and command tools (they are mounted only when nothing else
+    /// is configured).
+    #[arg(long)]
+    pub no_builtin: bool,
+    /// Refuse to start when any server's config cannot be resolved (an unset `${VAR}`), instead
+    /// of serving the others and reporting that server as down.
+    #[arg(long)]
+    pub strict_config: bool,
+    /// Allow sessions without any sandbox (tier dev-none). Processes then run with your authority.
+    #[arg(long)]
+    pub dangerously_allow_dev_none: bool,
+    /// Worker threads of the gateway's async runtime [default: half the CPUs, at least 1]. The
+    /// gateway's own work per call is small next to its providers' (separate processes, which
+    /// keep the other cores), and fewer workers hand work between threads less often
+    /// (decision 0007).
+    #[arg(long, value_name = "N", env = "AXP_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
+}
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 const DEFAULT_MAX_BODY: usize = 4 * 1024 * 1024;
@@ -46,14 +101,14 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         );
     }
     if !args.stdio && !prepared.gateway.guard.operators.configured() {
-        crate::guard::require_loopback(&prepared.listen).await?;
+        crate::auth::guard::require_loopback(&prepared.listen).await?;
     }
     for w in &prepared.warnings {
         tracing::warn!("{w}");
     }
     let gw = prepared.gateway.clone();
     if args.stdio {
-        let r = crate::stdio::serve(gw.clone(), prepared.max_body).await;
+        let r = crate::transport::stdio::serve(gw.clone(), prepared.max_body).await;
         shutdown(&gw).await;
         return r;
     }
@@ -65,7 +120,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let providers = gw.registry.providers();
     let starting = providers
         .iter()
-        .filter(|(_, _, up, reason, _)| !*up && reason.as_deref() == Some(crate::registry::STARTING))
+        .filter(|(_, _, up, reason, _)| !*up && reason.as_deref() == Some(crate::catalog::registry::STARTING))
         .count();
     let more = if starting > 0 {
         format!(", {starting} more starting and joining as they come up (`/healthz` shows each)")
@@ -87,7 +142,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     );
     let workers = tokio::runtime::Handle::current().metrics().num_workers();
     eprintln!("axp: {workers} runtime worker thread{}", if workers == 1 { "" } else { "s" });
-    let app = crate::http::router(gw.clone(), prepared.max_body);
+    let app = crate::transport::http::router(gw.clone(), prepared.max_body);
     axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
     shutdown(&gw).await;
     Ok(())
@@ -100,7 +155,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
 /// be asked. Rather than offer an approval that holds only for the polite, such a
 /// configuration is refused until no session can be granted `proc.spawn`.
 fn refuse_approvals_that_spawn_bypasses(
-    approvals: &crate::guard::Approvals,
+    approvals: &crate::auth::guard::Approvals,
     grantable: &[String],
     like_spawn: &[String],
     skills: bool,
@@ -206,7 +261,7 @@ fn keep_state_dir_out_of_reach(
 /// Folds every egress attempt into the hash-chained audit log (kind `net.attempt`, with the
 /// session or provider that made it) and the gateway's metrics. A record that cannot be written
 /// is logged: the attempt was already decided by the proxy, and its own audit file still has it.
-fn egress_observer(audit: AuditLog, metrics: Arc<Metrics>) -> crate::egress::AttemptSink {
+fn egress_observer(audit: AuditLog, metrics: Arc<Metrics>) -> crate::execution::egress::AttemptSink {
     Arc::new(move |scope: &axp_providers::NetScope, r: &axp_egress_proxy::AuditRecord| {
         if r.decision == "allow" {
             metrics.egress_allowed.inc()
@@ -330,7 +385,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     // Operator paths are resolved once, here, like every grant: a process policy carries only
     // resolved paths, and one that resolves differently later is refused (`sandboxing::compile`).
     for p in settings.sandbox.extra_read.iter_mut().chain(settings.skill_dirs.iter_mut()) {
-        *p = crate::grants::resolve_path(p);
+        *p = crate::auth::grants::resolve_path(p);
     }
 
     // The fleet: every --mcp-config file, the settings' files, and the static flags.
@@ -365,7 +420,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         bail!("the configuration has problems:\n{}", problems.join("\n"));
     }
 
-    let egress_options = settings.egress.options().map_err(|e| anyhow::anyhow!("invalid `[egress]` setting: {e}"))?;
+    let egress_options = crate::execution::egress::EgressOptions::from_settings(&settings.egress)
+        .map_err(|e| anyhow::anyhow!("invalid `[egress]` setting: {e}"))?;
     let egress = Arc::new(Egress::with_options(state_dir.join("egress"), egress_options));
     let tiers = Arc::new(decide_tiers(args, &settings, egress.clone(), &state_dir)?);
     let default_profile =
@@ -397,7 +453,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         && settings.cli.is_empty()
         && settings.skill_dirs.is_empty();
     let builtin = nothing_configured && !args.no_builtin;
-    let approvals = crate::guard::approvals_from(&settings, &fleet);
+    let approvals = crate::auth::guard::approvals_from(&settings, &fleet);
     {
         // The tools whose processes run with the workspace's own authority, as a session's
         // command would: the built-in tools, `[[cli]]` tools and skills. MCP servers run with
@@ -452,7 +508,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         let store = store.clone();
         Arc::new(move |id: &str| store.get_session(id).ok().flatten().filter(|r| !r.closed).map(|r| r.expires_ms))
     });
-    let quotas = Arc::new(crate::quotas::Quotas::new(settings.quotas.clone()));
+    let quotas = Arc::new(crate::auth::quotas::Quotas::new(settings.quotas.clone()));
     let durability = settings.audit.durability().map_err(|e| anyhow::anyhow!("invalid `[audit]` setting: {e}"))?;
     let audit_options = axp_audit::Options { durability, ..axp_audit::Options::default() };
     let audit = AuditLog::open_with(&state_dir.join("audit"), audit_options).context("cannot open the audit log")?;
@@ -460,14 +516,14 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     let write_tools: Vec<String> = std::iter::once("files__run_command".to_string())
         .chain(settings.cli.iter().map(|c| format!("{}__*", c.provider)))
         .collect();
-    let writes = Arc::new(crate::writes::Writes::new(audit.clone(), write_tools));
+    let writes = Arc::new(crate::execution::writes::Writes::new(audit.clone(), write_tools));
     let jobs = Jobs::new(store, metrics.clone()).with_quotas(quotas.clone()).with_writes(writes);
     let parked = jobs.adopt_parked().map_err(|e| anyhow::anyhow!("{}", e.reason()))?;
     if parked > 0 {
         tracing::warn!(parked, "jobs are awaiting operator approval (`axp approve JOB` / `axp deny JOB`)");
     }
-    let guard = crate::guard::Guard {
-        operators: crate::operators::Operators::build(&settings.operators, &state_dir, &ProcessEnv)?,
+    let guard = crate::auth::guard::Guard {
+        operators: crate::auth::operators::Operators::build(&settings.operators, &state_dir, &ProcessEnv)?,
         approvals,
         quotas,
     };
@@ -481,7 +537,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         Ok(d) if d == state_dir => String::new(),
         _ => format!(" --state-dir {}", state_dir.display()),
     };
-    let admission = crate::admission::Admission::load(settings.lint.as_ref(), &state_dir, &approve_with)?;
+    let admission = crate::catalog::admission::Admission::load(settings.lint.as_ref(), &state_dir, &approve_with)?;
     let gateway =
         Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission).with_guard(guard).shared();
     crate::gateway::catalog::watch_pins(gateway.clone(), &state_dir)?;
@@ -503,7 +559,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         crate::gateway::catalog::watch_provider(gateway.clone(), m);
     }
     // Installed plugins (`axp provider add`), kept in step with the lockfile while serving.
-    let plugin_ctx = settings.plugins.host_context(launcher.clone(), &workspace, egress.clone())?;
+    let plugin_ctx =
+        crate::gateway::plugins::host_context(&settings.plugins, launcher.clone(), &workspace, egress.clone())?;
     crate::gateway::plugins::Plugins::start(gateway.clone(), state_dir.clone(), plugin_ctx).await?;
 
     let mut warnings = fleet.warnings;
@@ -519,7 +576,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
 fn decide_tiers(args: &ServeArgs, settings: &Settings, egress: Arc<Egress>, state_dir: &Path) -> Result<Tiers> {
     let dev_none_allowed = args.dangerously_allow_dev_none || settings.sandbox.dangerously_allow_dev_none;
     let (kernel_lsm, kernel_launcher) =
-        crate::sandboxing::kernel_lsm(&settings.sandbox.extra_read, egress, Some(state_dir));
+        crate::execution::sandboxing::kernel_lsm(&settings.sandbox.extra_read, egress, Some(state_dir));
     let default = match settings.sandbox.default_tier.as_deref() {
         Some(t) => t.parse::<SandboxTier>().map_err(|e| anyhow::anyhow!("[sandbox] default_tier: {e}"))?,
         None if kernel_lsm.is_ok() => SandboxTier::KernelLsm,

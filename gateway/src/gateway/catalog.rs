@@ -9,8 +9,8 @@ use std::sync::Arc;
 use anyhow::Result;
 use axp_providers::{DynProvider, ProviderEvent};
 
+use crate::catalog::registry::Mount;
 use crate::gateway::Gateway;
-use crate::registry::Mount;
 
 /// Lists a provider's tools now and whenever it says they changed; tracks availability.
 pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
@@ -42,7 +42,7 @@ pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
 /// and registers again the providers whose held-back tools it may have approved, so the new
 /// version is served without a restart and clients hear `list_changed`.
 pub fn watch_pins(gw: Arc<Gateway>, state_dir: &Path) -> Result<()> {
-    let mut watch = crate::watch::FileWatch::new(state_dir, crate::admission::LOCK_FILE, "pins lockfile")?;
+    let mut watch = crate::watch::FileWatch::new(state_dir, crate::catalog::admission::LOCK_FILE, "pins lockfile")?;
     tokio::spawn(async move {
         while watch.changed().await {
             let reload = {
@@ -98,7 +98,7 @@ pub async fn refresh(gw: &Arc<Gateway>, provider: &DynProvider) {
         }
         // Its first start is still under way; it announces the outcome when it ends.
         Err(axp_providers::ProviderError::Starting { .. }) => {
-            gw.registry.set_available(&id, false, Some(crate::registry::STARTING.into()));
+            gw.registry.set_available(&id, false, Some(crate::catalog::registry::STARTING.into()));
         }
         Err(e) => {
             tracing::warn!(provider = %id, error = %e, "cannot list tools");

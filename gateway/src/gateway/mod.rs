@@ -6,7 +6,6 @@
 //! (installed plugins, in step with their lockfile). It decides nothing about methods: routing
 //! lives in `router`, and transports call [`Gateway::handle`] there.
 
-
 pub mod catalog;
 pub mod plugins;
 
@@ -18,10 +17,10 @@ use axp_protocol::{ErrorCode, RpcError};
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
+use crate::auth::session::{Session, Sessions, denied};
+use crate::catalog::registry::{Registry, unknown_tool};
 use crate::jobs::Jobs;
 use crate::metrics::Metrics;
-use crate::registry::{Registry, unknown_tool};
-use crate::session::{Session, Sessions, denied};
 
 /// Operator options the dispatcher needs.
 #[derive(Debug, Clone)]
@@ -41,11 +40,11 @@ pub struct Gateway {
     pub options: Options,
     pub audit: AuditLog,
     /// The registration lint every published tool passes.
-    pub admission: crate::admission::Admission,
+    pub admission: crate::catalog::admission::Admission,
     /// MCP request ids of running `tools/call`s, so `notifications/cancelled` finds their job.
     pub(crate) inflight: Mutex<HashMap<(String, String), String>>,
     /// Operators, approvals and quotas (`guard.rs`).
-    pub guard: crate::guard::Guard,
+    pub guard: crate::auth::guard::Guard,
     /// This gateway, for tasks that outlive a request (code-mode's SDK sockets); see [`Gateway::shared`].
     pub(crate) me: std::sync::Weak<Gateway>,
 }
@@ -58,7 +57,7 @@ impl Gateway {
         metrics: Arc<Metrics>,
         options: Options,
         audit: AuditLog,
-        admission: crate::admission::Admission,
+        admission: crate::catalog::admission::Admission,
     ) -> Self {
         let (notify, _) = broadcast::channel(64);
         Self {
@@ -71,12 +70,12 @@ impl Gateway {
             audit,
             admission,
             inflight: Mutex::new(HashMap::new()),
-            guard: crate::guard::Guard::default(),
+            guard: crate::auth::guard::Guard::default(),
             me: std::sync::Weak::new(),
         }
     }
 
-    pub fn with_guard(mut self, guard: crate::guard::Guard) -> Self {
+    pub fn with_guard(mut self, guard: crate::auth::guard::Guard) -> Self {
         self.guard = guard;
         self
     }
@@ -106,7 +105,7 @@ impl Gateway {
         s: &Session,
         name: &str,
         arguments: &Map<String, Value>,
-    ) -> Result<crate::registry::Resolved, RpcError> {
+    ) -> Result<crate::catalog::registry::Resolved, RpcError> {
         if !s.caps.allows_tool(name) {
             return Err(denied(&format!("tool({name})"), &format!("call `{name}`")));
         }

@@ -12,19 +12,52 @@
 //! more than its manifest grants.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use axp_plugin_host::{HostContext, Installed};
 use axp_protocol::ToolSpec;
-use axp_providers::{DynProvider, ProviderEvent, ProviderId};
+use axp_providers::{DynProvider, Launcher, ProviderEvent, ProviderId};
 use tokio_util::sync::CancellationToken;
 
+use crate::catalog::registry::Mount;
 use crate::config::fleet::PrefixMode;
+use crate::config::settings::PluginSettings;
+use crate::execution::egress::Egress;
 use crate::gateway::Gateway;
-use crate::registry::Mount;
+
+/// A host context with the limits `[plugins]` asks for, grants resolved against `workspace`, and WASM HTTP
+/// routed through the gateway's egress proxy for the plugin's `net` allowlist (native
+/// plugins reach it through their sandbox's forwarder, like every sandboxed process).
+pub fn host_context(
+    settings: &PluginSettings,
+    launcher: Arc<dyn Launcher>,
+    workspace: &Path,
+    egress: Arc<Egress>,
+) -> Result<HostContext> {
+    let mut ctx = HostContext::with_limits(launcher, settings.limits()).context("cannot start the plugin runtime")?;
+    ctx.trusted = settings.dangerously_trusted.clone();
+    for name in &settings.secrets_from_env {
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') {
+            anyhow::bail!("[plugins] secrets_from_env: `{name}` is not a secret name (A-Z, 0-9 and _)");
+        }
+        match std::env::var(name) {
+            Ok(v) => {
+                ctx.secrets.insert(name.clone(), v);
+            }
+            Err(_) => tracing::warn!(secret = %name, "[plugins] secrets_from_env names a variable that is not set"),
+        }
+    }
+    ctx.workspace = Some(workspace.to_path_buf());
+    // Each plugin gets a proxy of its own, like a configured provider, so its attempts are
+    // audited under its id.
+    ctx.egress_route = Some(Arc::new(move |id: &str, net: &[String]| {
+        egress.socket_for(&axp_providers::NetScope::Provider(id.to_string()), net)
+    }));
+    Ok(ctx)
+}
 
 /// The registration lint's verdict on a plugin's tools, before it is installed: `Err` names
 /// every refused tool and why. The same rules run again when a gateway mounts it.

@@ -19,10 +19,10 @@ use axp_protocol::{ErrorCode, RpcError};
 use axp_store::JobRecord;
 use serde_json::{Map, Value, json};
 
+use crate::auth::session::Session;
+use crate::catalog::registry::unknown_tool;
 use crate::gateway::Gateway;
 use crate::jobs::Work;
-use crate::registry::unknown_tool;
-use crate::session::Session;
 use crate::util::{internal, now_ms};
 
 /// Parks a tool call that needs approval (the dispatcher calls this instead of starting it).

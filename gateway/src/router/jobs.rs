@@ -11,9 +11,9 @@ use axp_store::JobRecord;
 use serde_json::{Map, Value, json};
 
 use super::{Ctx, params};
+use crate::auth::session::{Session, denied};
 use crate::gateway::Gateway;
 use crate::jobs::Work;
-use crate::session::{Session, denied};
 
 impl Gateway {
     pub fn start_tool_job(
@@ -110,7 +110,7 @@ impl Gateway {
             }
             CommandSpec::Shell(sh) => vec!["/bin/sh".into(), "-c".into(), sh.clone()],
         };
-        let spec = crate::sandboxing::command_spec(&self.options.extra_read, s, argv.clone(), params)?;
+        let spec = crate::execution::sandboxing::command_spec(&self.options.extra_read, s, argv.clone(), params)?;
         let launcher = self.sessions.tiers().launcher(s.tier)?;
         let mut record = json!({"command": argv, "cwd": spec.cwd, "origin": "axp"});
         let work = match &params.pty {

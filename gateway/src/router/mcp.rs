@@ -13,9 +13,9 @@ use axp_store::JobRecord;
 use serde_json::{Map, Value, json};
 
 use super::{Ctx, Push, id_key};
+use crate::auth::session::{Session, denied};
 use crate::gateway::Gateway;
 use crate::jobs::outcome;
-use crate::session::{Session, denied};
 
 const META_TOOLS: [&str; 3] = ["axp_index", "axp_describe", "axp_call"];
 

@@ -46,7 +46,7 @@ pub struct Ctx {
     pub opened: Mutex<Option<String>>,
     /// The operator the transport authenticated (`Authorization: Bearer`, or the local one);
     /// `None` when operators are configured and the request carries no credential.
-    pub operator: Option<Arc<crate::operators::Operator>>,
+    pub operator: Option<Arc<crate::auth::operators::Operator>>,
 }
 
 impl Ctx {
@@ -172,9 +172,7 @@ impl Gateway {
                 self.describe(&s, &params.name)
             }
             "job.start" => self.job_start(&p, ctx).await,
-            "job.approve" | "job.deny" | "job.pending" | "cap.revoke" => {
-                approvals::call(self, &req.method, &p).await
-            }
+            "job.approve" | "job.deny" | "job.pending" | "cap.revoke" => approvals::call(self, &req.method, &p).await,
             "job.attach" => {
                 let s = self.session(&p, ctx)?;
                 let a: JobAttachParams = params(&p)?;

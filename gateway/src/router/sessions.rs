@@ -10,8 +10,8 @@ use axp_protocol::{ErrorCode, RpcError};
 use serde_json::{Value, json};
 
 use super::Ctx;
+use crate::auth::session::{Session, unknown_session};
 use crate::gateway::Gateway;
-use crate::session::{Session, unknown_session};
 
 impl Gateway {
     /// Opens a session for the request's operator, within that operator's ceiling and tiers.
@@ -21,7 +21,7 @@ impl Gateway {
         params: SessionOpenParams,
         id_is_bearer: bool,
     ) -> Result<axp_protocol::methods::SessionOpenResult, RpcError> {
-        let op = ctx.operator.clone().ok_or_else(|| crate::operators::operator_required("opening a session"))?;
+        let op = ctx.operator.clone().ok_or_else(|| crate::auth::operators::operator_required("opening a session"))?;
         op.check_tier(params.sandbox_tier, self.sessions.tiers().default)?;
         let r = self.sessions.open_as(params, id_is_bearer, op.ceiling.as_ref().map(|c| (op.name.as_str(), c)))?;
         if id_is_bearer {

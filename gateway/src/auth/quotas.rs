@@ -1,4 +1,4 @@
-//! Per-session quotas (issue 5): tool calls and job starts per rolling minute, jobs live at
+//! Per-session quotas: tool calls and job starts per rolling minute, jobs live at
 //! once (running or awaiting approval), and the total bytes of output a session's jobs may
 //! write. Exceeding one gives `LimitExceeded` (-32007) with `data.limit` naming it; a running
 //! job that crosses the output limit is stopped and ends with that error. Counters live in

@@ -5,17 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-use axp_plugin_host::{HostContext, WasmLimits};
-use axp_providers::Launcher;
+use axp_plugin_host::WasmLimits;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::config::{ConfigError, ConfigProblem, line_col, unknown_field_hint};
-use crate::egress::Egress;
+use axp_config::{ConfigError, ConfigProblem, line_col, unknown_field_hint};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -47,11 +43,11 @@ pub struct Settings {
     pub egress: EgressSettings,
     /// Operator credentials and their ceilings (see `config/policy.rs`).
     #[serde(default)]
-    pub operators: Vec<crate::config::policy::OperatorSettings>,
+    pub operators: Vec<axp_config::policy::OperatorSettings>,
     #[serde(default)]
-    pub approval: crate::config::policy::ApprovalSettings,
+    pub approval: axp_config::policy::ApprovalSettings,
     #[serde(default)]
-    pub quotas: crate::config::policy::QuotaSettings,
+    pub quotas: axp_config::policy::QuotaSettings,
 }
 
 /// `[egress]`: how the egress proxy resolves and which addresses it may reach. The allowlist
@@ -73,47 +69,6 @@ pub struct EgressSettings {
     pub max_bytes: Option<toml::Value>,
     /// Seconds without traffic after which a proxied connection is closed (default 300).
     pub idle_timeout_s: Option<toml::Value>,
-}
-
-impl EgressSettings {
-    /// The parsed options, or an error naming the bad entry.
-    pub fn options(&self) -> Result<crate::egress::EgressOptions, String> {
-        let resolvers = self
-            .resolvers
-            .iter()
-            .map(|r| r.parse().map_err(|e| format!("`egress.resolvers` entry `{r}` is not an ip:port ({e})")))
-            .collect::<Result<_, _>>()?;
-        let dangerously_allow_private = self
-            .dangerously_allow_private
-            .iter()
-            .map(|c| c.parse().map_err(|e| format!("`egress.dangerously_allow_private` entry `{c}`: {e}")))
-            .collect::<Result<_, _>>()?;
-        let d = crate::egress::EgressLimits::default();
-        // Values are read as TOML values and checked here, so a wrong type is reported with the
-        // entry's name too, not only its position.
-        let int_in = |name: &str, v: &toml::Value, max: i64| match v {
-            toml::Value::Integer(n) if (1..=max).contains(n) => Ok(*n as u64),
-            v => Err(format!("`egress.{name}` must be a whole number between 1 and {max}, not {v}")),
-        };
-        let max_connections = match &self.max_connections {
-            None => d.max_connections,
-            Some(v) => int_in("max_connections", v, 100_000)? as usize,
-        };
-        let max_bytes = match &self.max_bytes {
-            None => d.max_bytes,
-            Some(toml::Value::Integer(n)) if *n > 0 => Some(*n as u64),
-            Some(toml::Value::String(s)) if s == "unlimited" => None,
-            Some(v) => {
-                return Err(format!("`egress.max_bytes` must be a positive number of bytes or \"unlimited\", not {v}"));
-            }
-        };
-        let idle_timeout = match &self.idle_timeout_s {
-            None => d.idle_timeout,
-            Some(v) => std::time::Duration::from_secs(int_in("idle_timeout_s", v, 86_400)?),
-        };
-        let limits = crate::egress::EgressLimits { max_connections, max_bytes, idle_timeout };
-        Ok(crate::egress::EgressOptions { resolvers, dangerously_allow_private, limits, proxy_exe: None })
-    }
 }
 
 /// `[audit]`: when a record counts as written (see `axp_audit::Durability`).
@@ -202,7 +157,7 @@ pub struct CliToolSettings {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// `"required"`: every call waits for an operator's approval.
-    pub approval: Option<crate::config::policy::Approval>,
+    pub approval: Option<axp_config::policy::Approval>,
 }
 
 impl CliToolSettings {
@@ -272,37 +227,6 @@ impl PluginSettings {
             call_timeout: self.call_timeout_ms.map_or(d.call_timeout, Duration::from_millis),
             max_instances: d.max_instances,
         }
-    }
-
-    /// A host context with these limits, grants resolved against `workspace`, and WASM HTTP
-    /// routed through the gateway's egress proxy for the plugin's `net` allowlist (native
-    /// plugins reach it through their sandbox's forwarder, like every sandboxed process).
-    pub fn host_context(
-        &self,
-        launcher: Arc<dyn Launcher>,
-        workspace: &Path,
-        egress: Arc<Egress>,
-    ) -> anyhow::Result<HostContext> {
-        let mut ctx = HostContext::with_limits(launcher, self.limits()).context("cannot start the plugin runtime")?;
-        ctx.trusted = self.dangerously_trusted.clone();
-        for name in &self.secrets_from_env {
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') {
-                anyhow::bail!("[plugins] secrets_from_env: `{name}` is not a secret name (A-Z, 0-9 and _)");
-            }
-            match std::env::var(name) {
-                Ok(v) => {
-                    ctx.secrets.insert(name.clone(), v);
-                }
-                Err(_) => tracing::warn!(secret = %name, "[plugins] secrets_from_env names a variable that is not set"),
-            }
-        }
-        ctx.workspace = Some(workspace.to_path_buf());
-        // Each plugin gets a proxy of its own, like a configured provider, so its attempts are
-        // audited under its id.
-        ctx.egress_route = Some(Arc::new(move |id: &str, net: &[String]| {
-            egress.socket_for(&axp_providers::NetScope::Provider(id.to_string()), net)
-        }));
-        Ok(ctx)
     }
 }
 

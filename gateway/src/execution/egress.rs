@@ -36,6 +36,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::settings::EgressSettings;
+
 /// The port the forwarder listens on inside every sandbox.
 pub const SANDBOX_PROXY_PORT: u16 = 3128;
 
@@ -659,6 +661,47 @@ fn push_tail(tail: &mut VecDeque<String>, line: String) {
     tail.push_back(line);
     if tail.len() > 4 {
         tail.pop_front();
+    }
+}
+
+impl EgressOptions {
+    /// The options `[egress]` asks for, or an error naming the bad entry.
+    pub fn from_settings(s: &EgressSettings) -> Result<Self, String> {
+        let resolvers = s
+            .resolvers
+            .iter()
+            .map(|r| r.parse().map_err(|e| format!("`egress.resolvers` entry `{r}` is not an ip:port ({e})")))
+            .collect::<Result<_, _>>()?;
+        let dangerously_allow_private = s
+            .dangerously_allow_private
+            .iter()
+            .map(|c| c.parse().map_err(|e| format!("`egress.dangerously_allow_private` entry `{c}`: {e}")))
+            .collect::<Result<_, _>>()?;
+        let d = EgressLimits::default();
+        // Values are read as TOML values and checked here, so a wrong type is reported with the
+        // entry's name too, not only its position.
+        let int_in = |name: &str, v: &toml::Value, max: i64| match v {
+            toml::Value::Integer(n) if (1..=max).contains(n) => Ok(*n as u64),
+            v => Err(format!("`egress.{name}` must be a whole number between 1 and {max}, not {v}")),
+        };
+        let max_connections = match &s.max_connections {
+            None => d.max_connections,
+            Some(v) => int_in("max_connections", v, 100_000)? as usize,
+        };
+        let max_bytes = match &s.max_bytes {
+            None => d.max_bytes,
+            Some(toml::Value::Integer(n)) if *n > 0 => Some(*n as u64),
+            Some(toml::Value::String(s)) if s == "unlimited" => None,
+            Some(v) => {
+                return Err(format!("`egress.max_bytes` must be a positive number of bytes or \"unlimited\", not {v}"));
+            }
+        };
+        let idle_timeout = match &s.idle_timeout_s {
+            None => d.idle_timeout,
+            Some(v) => std::time::Duration::from_secs(int_in("idle_timeout_s", v, 86_400)?),
+        };
+        let limits = EgressLimits { max_connections, max_bytes, idle_timeout };
+        Ok(EgressOptions { resolvers, dangerously_allow_private, limits, proxy_exe: None })
     }
 }
 

@@ -19,8 +19,8 @@ use axp_protocol::{CapabilitySet, ErrorCode, RpcError};
 use axp_store::{SessionRecord, Store};
 use base64::Engine;
 
-use crate::grants;
-use crate::tiers::Tiers;
+use crate::auth::grants;
+use crate::auth::tiers::Tiers;
 use crate::util::now_ms;
 
 /// What the operator lets sessions have.

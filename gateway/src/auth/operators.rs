@@ -1,4 +1,4 @@
-//! Operator authentication (DESIGN §3, issue 5): who may open sessions, with what ceiling, and
+//! Operator authentication (DESIGN §3): who may open sessions, with what ceiling, and
 //! who may change policy. Two credentials, for two kinds of request:
 //!
 //! * **Bearer tokens** (`Authorization: Bearer …`) open sessions. `axp.toml` holds only their
@@ -25,9 +25,9 @@ use axp_protocol::{CapabilitySet, ErrorCode, RpcError};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::auth::envelope::{Envelope, LOCAL_KEY_FILE, LOCAL_OPERATOR, WINDOW_MS};
 use crate::config::env::EnvSource;
 use crate::config::policy::OperatorSettings;
-use crate::envelope::{Envelope, LOCAL_KEY_FILE, LOCAL_OPERATOR, WINDOW_MS};
 
 /// An authenticated operator (or the local one).
 #[derive(Debug, Clone)]
@@ -185,7 +185,7 @@ impl Operators {
                 problems.push(format!("{at}: the same token is configured for two operators"));
             }
             if let Some(pk) = &o.public_key {
-                match crate::envelope::decode_public_key(pk) {
+                match crate::auth::envelope::decode_public_key(pk) {
                     Ok(k) => {
                         if keys.insert(o.name.clone(), k).is_some() {
                             problems.push(format!("{at}: two operators are named `{}`", o.name));
@@ -202,11 +202,11 @@ impl Operators {
         if !key_path.exists() {
             std::fs::create_dir_all(state_dir)
                 .with_context(|| format!("cannot create the state dir {}", state_dir.display()))?;
-            let (pkcs8, _) = crate::envelope::generate()?;
-            crate::envelope::write_key(&key_path, &pkcs8)?;
+            let (pkcs8, _) = crate::auth::envelope::generate()?;
+            crate::auth::envelope::write_key(&key_path, &pkcs8)?;
         }
-        let local_key = crate::envelope::read_key(&key_path)?;
-        let pk = crate::envelope::decode_public_key(&crate::envelope::public_key_b64(&local_key))
+        let local_key = crate::auth::envelope::read_key(&key_path)?;
+        let pk = crate::auth::envelope::decode_public_key(&crate::auth::envelope::public_key_b64(&local_key))
             .map_err(|e| anyhow::anyhow!("the local operator key {e}"))?;
         keys.insert(LOCAL_OPERATOR.to_string(), pk);
         let nonces = NonceBook::open(&state_dir.join("operator-nonces"), crate::util::now_ms())?;

@@ -12,9 +12,9 @@ use axp_providers::{DynProvider, ProviderId};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::catalog::search::{Bm25, Doc};
+use crate::catalog::signature::signature;
 use crate::config::fleet::PrefixMode;
-use crate::search::{Bm25, Doc};
-use crate::signature::signature;
 
 /// At most this many characters in a tool name (the rule model APIs impose).
 pub const MAX_NAME: usize = 64;

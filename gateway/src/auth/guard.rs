@@ -7,8 +7,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::operators::Operators;
-use crate::quotas::Quotas;
+use crate::auth::operators::Operators;
+use crate::auth::quotas::Quotas;
 
 /// Which tools wait for an operator.
 #[derive(Debug, Default, Clone)]
@@ -44,7 +44,7 @@ pub struct Guard {
 
 /// Which tools need approval, from `[approval] required`, MCP servers with
 /// `"approval": "required"` and `[[cli.tools]]` with `approval = "required"`.
-pub fn approvals_from(settings: &crate::settings::Settings, fleet: &crate::config::fleet::Fleet) -> Approvals {
+pub fn approvals_from(settings: &crate::config::settings::Settings, fleet: &crate::config::fleet::Fleet) -> Approvals {
     use crate::config::policy::Approval;
     let mut a = Approvals {
         globs: settings.approval.required.clone(),

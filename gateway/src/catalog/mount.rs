@@ -16,9 +16,9 @@ use axp_providers::skill::{SkillDirsConfig, SkillProvider};
 use axp_providers::{ArgvTrust, Launcher, NetScope, ProcessPolicy, ProcessSpec, ProviderId};
 use serde_json::json;
 
+use crate::catalog::registry::Mount;
 use crate::config::fleet::{Fleet, PrefixMode, SandboxBlock, Transport};
-use crate::settings::Settings;
-use crate::registry::Mount;
+use crate::config::settings::Settings;
 
 /// The environment a provider process starts from: a fixed PATH and locale, plus the host
 /// variables its config names (`sandbox.env`), plus its own `env`. Nothing else leaks in.
@@ -56,10 +56,10 @@ fn policy(block: &SandboxBlock, extra_read: &[PathBuf], provider: &str) -> Proce
         fs_read: block
             .fs_read
             .iter()
-            .map(|p| crate::grants::resolve_path(Path::new(p)))
+            .map(|p| crate::auth::grants::resolve_path(Path::new(p)))
             .chain(extra_read.iter().cloned())
             .collect(),
-        fs_write: block.fs_write.iter().map(|p| crate::grants::resolve_path(Path::new(p))).collect(),
+        fs_write: block.fs_write.iter().map(|p| crate::auth::grants::resolve_path(Path::new(p))).collect(),
         net: block.net.clone(),
         net_scope: NetScope::Provider(provider.to_string()),
     }

@@ -359,7 +359,7 @@ async fn healthz(State(st): State<AppState>, headers: HeaderMap) -> HttpResponse
         .providers()
         .into_iter()
         .map(|(id, kind, up, reason, tools)| {
-            let state = crate::registry::state_name(up, reason.as_deref());
+            let state = crate::catalog::registry::state_name(up, reason.as_deref());
             json!({"id": id.0, "kind": kind, "state": state, "available": up, "reason": reason, "tools": tools})
         })
         .collect();

@@ -12,9 +12,9 @@ use axp_protocol::{Capability, ErrorCode, RpcError};
 use axp_providers::{ArgvTrust, Launcher, ProcessPolicy, ProcessSpec, ProviderError};
 use axp_sandbox::{Layers, Policy};
 
-use crate::egress::{Egress, SANDBOX_PROXY_PORT};
+use crate::auth::session::{Session, denied};
+use crate::execution::egress::{Egress, SANDBOX_PROXY_PORT};
 use crate::jobs::resolve_cwd;
-use crate::session::{Session, denied};
 use serde_json::{Value, json};
 
 /// The layers in force, or why `kernel-lsm` cannot be granted; and its launcher.
@@ -32,7 +32,7 @@ pub fn kernel_lsm(
                     exe,
                     extra_read: extra_read.to_vec(),
                     egress,
-                    protect: protect.map(crate::grants::resolve_path),
+                    protect: protect.map(crate::auth::grants::resolve_path),
                 });
                 (Ok(layers_json(&layers)), Some(launcher))
             }
@@ -96,7 +96,7 @@ pub fn compile(
     egress: &Egress,
     protect: Option<&Path>,
 ) -> Result<Policy, String> {
-    let workspace = crate::grants::resolve_path(&workspace_of(spec));
+    let workspace = crate::auth::grants::resolve_path(&workspace_of(spec));
     let mut b = Policy::builder(&workspace).clear_env();
     for (k, v) in &spec.env {
         b = b.env(k, v);
@@ -105,7 +105,7 @@ pub fn compile(
         if !p.exists() {
             return Ok(None);
         }
-        let r = crate::grants::resolve_path(p);
+        let r = crate::auth::grants::resolve_path(p);
         if &r != p {
             return Err(format!(
                 "the granted path {} now resolves to {} (a symlink was put in its place since it was granted); \
@@ -133,7 +133,7 @@ pub fn compile(
         ArgvTrust::None | ArgvTrust::Program => None,
     };
     let found = axp_sandbox::discover::read_paths_for(trusted, path_env);
-    reads.extend(found.iter().filter(|p| p.exists()).map(|p| crate::grants::resolve_path(p)));
+    reads.extend(found.iter().filter(|p| p.exists()).map(|p| crate::auth::grants::resolve_path(p)));
     let mut writes = Vec::new();
     for p in &spec.policy.fs_write {
         writes.extend(granted(p)?);
@@ -243,12 +243,12 @@ pub fn command_spec(
     }
     let asked = resolve_cwd(&s.workspace, params.cwd.as_deref());
     // Resolved, like a grant: a `cwd` through a symlink is where the symlink points.
-    let cwd = crate::grants::resolve_path(&asked);
+    let cwd = crate::auth::grants::resolve_path(&asked);
     let cwd_str = asked.to_string_lossy();
     if cwd_str.split('/').any(|c| c == "..")
         || !axp_protocol::capability::path_within(
             &cwd.to_string_lossy(),
-            &crate::grants::resolve_path(&s.workspace).to_string_lossy(),
+            &crate::auth::grants::resolve_path(&s.workspace).to_string_lossy(),
         )
     {
         return Err(RpcError::new(
@@ -277,7 +277,7 @@ pub fn command_spec(
 /// granted at open: a directory inside a grant that has since become a symlink is refused here,
 /// and the policy carries only resolved paths, which the sandbox mounts without following links.
 pub fn session_policy(s: &Session, extra_read: &[std::path::PathBuf]) -> Result<ProcessPolicy, RpcError> {
-    let caps = crate::grants::resolve_within(&s.caps, &s.granted).map_err(|o| o.to_rpc("the session"))?;
+    let caps = crate::auth::grants::resolve_within(&s.caps, &s.granted).map_err(|o| o.to_rpc("the session"))?;
     // The session's own egress proxy (its limits, its audit attribution; stopped at close).
     let mut policy =
         ProcessPolicy { net_scope: axp_providers::NetScope::Session(s.id.clone()), ..ProcessPolicy::default() };
