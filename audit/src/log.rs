@@ -11,6 +11,7 @@
 //! durable and return without another fsync. Under contention one fsync covers many appends;
 //! alone, an append costs one `fdatasync` of the segment plus one of `HEAD.tmp` and a rename.
 
+use axp_protocol::now_ms;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
@@ -177,13 +178,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves the state as consistent as any failed append
     // (guarded by `broken`), so poisoning is not fatal.
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 fn io_at(path: &Path) -> impl FnOnce(io::Error) -> AuditError + '_ {

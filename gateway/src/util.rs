@@ -3,9 +3,7 @@
 
 use axp_protocol::RpcError;
 
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
+pub use axp_protocol::now_ms;
 
 /// Logs `err` with its context and returns a caller-safe `InternalError`.
 pub fn internal(context: &str, err: impl std::fmt::Display) -> RpcError {

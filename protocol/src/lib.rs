@@ -20,3 +20,12 @@ pub const AXP_VERSION: &str = "0";
 
 /// MCP protocol revisions the gateway answers to, newest first.
 pub const MCP_PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// Milliseconds since the Unix epoch, as every timestamp AXP writes (job records, audit
+/// records, tokens) carries it; 0 for a clock before 1970, saturating far in the future.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

@@ -45,6 +45,7 @@ mod rowlog;
 mod sessions;
 mod sync;
 
+use axp_protocol::now_ms;
 use std::collections::HashMap;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -215,14 +216,6 @@ pub(crate) fn create_private_dir(path: &Path) -> Result<()> {
 /// the panic to every later caller.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Milliseconds since the Unix epoch (0 if the clock is before it).
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 /// SQLite integers are i64; our times and counts are u64. Values beyond i64::MAX are nonsense

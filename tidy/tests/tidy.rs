@@ -77,7 +77,11 @@ fn every_source_file_opens_with_a_doc_paragraph() {
         })
         .map(|p| rel(&p))
         .collect();
-    assert!(missing.is_empty(), "files that do not open with a `//!` paragraph saying what they own:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "files that do not open with a `//!` paragraph saying what they own:\n{}",
+        missing.join("\n")
+    );
 }
 
 /// Where `unsafe` may appear, as `docs/ARCHITECTURE.md` says: the sandbox (namespaces, mounts,
@@ -109,8 +113,9 @@ fn unsafe_lives_only_in_the_crates_the_map_names() {
 /// layer: the pure ones at the bottom, the seams and parsers above them, the runtimes above
 /// those, and the gateway (the one binary) at the top.
 const LAYERS: [&[&str]; 4] = [
-    &["axp-protocol", "axp-sandbox", "axp-audit"],
+    &["axp-protocol", "axp-sandbox"],
     &[
+        "axp-audit",
         "axp-caps",
         "axp-config",
         "axp-egress-policy",
@@ -138,7 +143,8 @@ fn every_crate_depends_only_on_crates_below_it() {
         let crate_manifest: toml::Value = toml::from_str(&text).expect("toml");
         let name = crate_manifest["package"]["name"].as_str().expect("a name").to_string();
         let Some(mine) = layer_of(&name) else {
-            problems.push(format!("{name} ({m}/) is in no layer of the map: add it to LAYERS and docs/ARCHITECTURE.md"));
+            problems
+                .push(format!("{name} ({m}/) is in no layer of the map: add it to LAYERS and docs/ARCHITECTURE.md"));
             continue;
         };
         let deps = crate_manifest.get("dependencies").and_then(toml::Value::as_table).cloned().unwrap_or_default();

@@ -79,6 +79,8 @@ pub async fn require_loopback(listen: &str) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

@@ -4,6 +4,7 @@
 //! the state directory (never creating one). It cannot see the running gateway's revocation set,
 //! so it never claims a token is usable — only that it is genuine and unexpired.
 
+use axp_protocol::now_ms;
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -39,13 +40,6 @@ pub fn run(cmd: TokenCommand) -> Result<i32> {
     match cmd {
         TokenCommand::Inspect(a) => inspect(a),
     }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 /// "in 59m 58s" / "3h 2m ago", for people reading expiries.

@@ -18,6 +18,7 @@
 //! limits hold per session whatever the token. A provider's proxy lives as long as the gateway;
 //! `NetScope::Shared` (one-off `axp sandbox run`, library use) is keyed by allowlist alone.
 
+use axp_protocol::now_ms;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -201,10 +202,6 @@ fn closed(scope: &NetScope) -> String {
         NetScope::Session(id) => format!("session `{id}` is closed"),
         _ => "the egress proxy was stopped".into(),
     }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Egress {
