@@ -70,7 +70,7 @@ struct RawServer {
     timeout_s: Option<u64>,
     enabled: Option<bool>,
     prefix: Option<PrefixMode>,
-    approval: Option<crate::policy::Approval>,
+    approval: Option<crate::operator_policy::Approval>,
     // Keys other MCP clients define; understood where they mean something to us.
     disabled: Option<bool>,
     timeout: Option<u64>,
@@ -530,7 +530,7 @@ fn resolve_servers(
             isolation: s.isolation.unwrap_or_default(),
             timeout_s: s.timeout_s.or(s.timeout).unwrap_or(DEFAULT_TIMEOUT_S),
             prefix: s.prefix.unwrap_or_default(),
-            approval_required: s.approval == Some(crate::policy::Approval::Required),
+            approval_required: s.approval == Some(crate::operator_policy::Approval::Required),
             source: path.to_path_buf(),
         });
     }

@@ -4,12 +4,12 @@
 //! a typo. This crate reads text and the environment (through [`env::EnvSource`]) and nothing
 //! else: it never starts anything and opens no socket, so the fleet parser can be fuzzed on its
 //! own. It holds the fleet formats (`fleet`), `${VAR}` expansion (`env`), the operator-policy
-//! sections of `axp.toml` (`policy`) and the shared error type; the gateway's `settings` module
+//! sections of `axp.toml` (`operator_policy`) and the shared error type; the gateway's `settings` module
 //! reads the rest of `axp.toml`, whose sections are the gateway's own types.
 
 pub mod env;
 pub mod fleet;
-pub mod policy;
+pub mod operator_policy;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

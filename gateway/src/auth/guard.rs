@@ -45,7 +45,7 @@ pub struct Guard {
 /// Which tools need approval, from `[approval] required`, MCP servers with
 /// `"approval": "required"` and `[[cli.tools]]` with `approval = "required"`.
 pub fn approvals_from(settings: &crate::config::settings::Settings, fleet: &crate::config::fleet::Fleet) -> Approvals {
-    use crate::config::policy::Approval;
+    use crate::config::operator_policy::Approval;
     let mut a = Approvals {
         globs: settings.approval.required.clone(),
         providers: HashSet::new(),

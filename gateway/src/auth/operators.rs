@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 
 use crate::auth::envelope::{Envelope, LOCAL_KEY_FILE, LOCAL_OPERATOR, WINDOW_MS};
 use crate::config::env::EnvSource;
-use crate::config::policy::OperatorSettings;
+use crate::config::operator_policy::OperatorSettings;
 
 /// An authenticated operator (or the local one).
 #[derive(Debug, Clone)]

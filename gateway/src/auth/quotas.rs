@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use axp_protocol::{ErrorCode, RpcError};
 
-use crate::config::policy::QuotaSettings;
+use crate::config::operator_policy::QuotaSettings;
 
 /// One session's output so far, against its limit.
 #[derive(Debug)]

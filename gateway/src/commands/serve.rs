@@ -16,7 +16,7 @@ use clap::Args;
 
 use crate::auth::session::{Auth, Profile, Sessions};
 use crate::auth::tiers::Tiers;
-use crate::catalog::mount;
+use crate::catalog::providers;
 use crate::catalog::registry::{Mount, Registry};
 use crate::config::env::ProcessEnv;
 use crate::config::fleet::{self, Fleet};
@@ -460,7 +460,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         // their own grants and secrets, which a session lacks.
         let mut like_spawn: Vec<String> = Vec::new();
         if builtin {
-            like_spawn.extend(mount::BUILTIN_TOOLS.iter().map(|t| format!("files__{t}")));
+            like_spawn.extend(providers::BUILTIN_TOOLS.iter().map(|t| format!("files__{t}")));
         }
         for c in &settings.cli {
             like_spawn.extend(c.tools.iter().map(|t| format!("{}__{}", c.provider, t.name)));
@@ -545,7 +545,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     let launcher = provider_launcher(&tiers)?;
     let mut mounts: Vec<Mount> = Vec::new();
     if builtin {
-        mounts.push(mount::builtin(&workspace, launcher.clone())?);
+        mounts.push(providers::builtin(&workspace, launcher.clone())?);
     } else if !args.no_builtin {
         tracing::info!(
             "the built-in `files__*` tools are not mounted: they serve only when nothing else is configured"
@@ -554,7 +554,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     for (name, why) in &fleet.unresolved {
         tracing::warn!(server = %name, "not started, its configuration cannot be resolved: {why} (--strict-config refuses to start instead)");
     }
-    mounts.extend(mount::fleet(&fleet, &settings, &workspace, launcher.clone(), false).await?);
+    mounts.extend(providers::fleet(&fleet, &settings, &workspace, launcher.clone(), false).await?);
     for m in mounts {
         crate::gateway::catalog::watch_provider(gateway.clone(), m);
     }

@@ -43,11 +43,11 @@ pub struct Settings {
     pub egress: EgressSettings,
     /// Operator credentials and their ceilings (see `config/policy.rs`).
     #[serde(default)]
-    pub operators: Vec<axp_config::policy::OperatorSettings>,
+    pub operators: Vec<axp_config::operator_policy::OperatorSettings>,
     #[serde(default)]
-    pub approval: axp_config::policy::ApprovalSettings,
+    pub approval: axp_config::operator_policy::ApprovalSettings,
     #[serde(default)]
-    pub quotas: axp_config::policy::QuotaSettings,
+    pub quotas: axp_config::operator_policy::QuotaSettings,
 }
 
 /// `[egress]`: how the egress proxy resolves and which addresses it may reach. The allowlist
@@ -157,7 +157,7 @@ pub struct CliToolSettings {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// `"required"`: every call waits for an operator's approval.
-    pub approval: Option<axp_config::policy::Approval>,
+    pub approval: Option<axp_config::operator_policy::Approval>,
 }
 
 impl CliToolSettings {
