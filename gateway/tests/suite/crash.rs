@@ -17,7 +17,8 @@ const JOBS: usize = 100;
 /// Of every five jobs, one prints [`QUICK_LINES`] lines and exits by itself before the kill, one
 /// is chatty (a line every 50 ms until it is stopped: its log outgrows its job's row and moves
 /// to files before the kill), and three print [`QUIET_LINES`] lines and then run on silently
-/// (their logs stay in their rows). A crash must lose nothing in either place.
+/// (their logs stay in their rows). A crash must lose nothing in either place. Each quiet job
+/// also starts a daemon that tries to outlive it (its own session, SIGHUP and SIGTERM ignored).
 const QUICK_LINES: usize = 3;
 const QUIET_LINES: usize = 8;
 /// A chatty job has this many events acknowledged before the kill: more than a row holds
@@ -40,6 +41,12 @@ fn stat(pid: u32) -> Option<(char, u32, u64)> {
     let rest = &text[text.rfind(')')? + 2..];
     let f: Vec<&str> = rest.split_whitespace().collect();
     Some((f.first()?.chars().next()?, f.get(1)?.parse().ok()?, f.get(19)?.parse().ok()?))
+}
+
+/// The session id of `pid` (field 6 of `/proc/PID/stat`).
+fn session(pid: u32) -> Option<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 2..].split_whitespace().nth(3)?.parse().ok()
 }
 
 fn cmdline(pid: u32) -> String {
@@ -104,7 +111,8 @@ fn script(i: usize, marker: &str, kind: Kind) -> String {
         ),
         Kind::Chatty => format!("{head} while true; do n=$((n+1)); echo job-{i} line-$n; sleep 0.05; done"),
         Kind::Quiet => format!(
-            "{head} while [ $n -lt {QUIET_LINES} ]; do n=$((n+1)); echo job-{i} line-$n; sleep 0.05; done; while true; do sleep 1; done"
+            "{head} setsid sh -c 'trap \"\" HUP INT TERM; : {marker}-daemon; while true; do sleep 1; done' </dev/null >/dev/null 2>&1 & \
+             while [ $n -lt {QUIET_LINES} ]; do n=$((n+1)); echo job-{i} line-$n; sleep 0.05; done; while true; do sleep 1; done"
         ),
     }
 }
@@ -217,7 +225,17 @@ async fn a_gateway_killed_amid_100_running_jobs_keeps_every_acknowledged_event_a
         }
         let (pid, _) = check_stdout(i, &seen.lock().unwrap());
         let shell = tree.iter().find(|p| p.cmdline.contains(&job.marker) && inner_pid(p) == Some(pid));
-        assert!(shell.is_some(), "job {i}: no process in the gateway's tree is its shell (pid {pid} inside)");
+        let Some(shell) = shell else {
+            panic!("job {i}: no process in the gateway's tree is its shell (pid {pid} inside)");
+        };
+        if job.kind == Kind::Quiet {
+            let daemon = format!("{}-daemon", job.marker);
+            // The job's own processes carry the daemon's script inside theirs; the daemon does not
+            // carry the job's.
+            let daemon = tree.iter().find(|p| p.cmdline.contains(&daemon) && !p.cmdline.contains("echo pid"));
+            let Some(daemon) = daemon else { panic!("job {i}: its daemon is not running: {tree:#?}") };
+            assert_ne!(session(daemon.pid), session(shell.pid), "job {i}: the daemon did not leave the job's session");
+        }
     }
 
     // Stop the clients (so that what they recorded is final), then kill the gateway without warning.
