@@ -13,6 +13,15 @@ use serde_json::{Value, json};
 
 const PROTOCOL_VERSION: &str = "2025-06-18";
 
+fn client() -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(20))
+        .connect_timeout(Duration::from_secs(10))
+        .build()?)
+}
+
 /// A JSON-RPC error answered by the gateway (as opposed to a transport failure).
 #[derive(Debug)]
 pub struct RpcError {
@@ -30,7 +39,8 @@ impl std::error::Error for RpcError {}
 
 /// The gateway's endpoint and a connection pool shared by every task of the client.
 pub struct Gw {
-    http: reqwest::Client,
+    /// Replaced by [`Gw::close_idle`]; a `Client` is a cheap handle to its pool.
+    http: std::cell::RefCell<reqwest::Client>,
     url: String,
     next_id: Cell<u64>,
 }
@@ -40,13 +50,18 @@ impl Gw {
         // No proxy: the traffic must stay on loop-back whatever the environment says. Idle
         // connections are closed after a while so the gateway's descriptor count follows the
         // load instead of the peak.
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(20))
-            .connect_timeout(Duration::from_secs(10))
-            .build()?;
-        Ok(Self { http, url: url.to_string(), next_id: Cell::new(1) })
+        Ok(Self { http: std::cell::RefCell::new(client()?), url: url.to_string(), next_id: Cell::new(1) })
+    }
+
+    fn http(&self) -> reqwest::Client {
+        self.http.borrow().clone()
+    }
+
+    /// Closes every idle pooled connection (by starting a new pool), so that the gateway's
+    /// descriptor count that follows is its own, not the client's keep-alive connections.
+    pub fn close_idle(&self) -> Result<()> {
+        *self.http.borrow_mut() = client()?;
+        Ok(())
     }
 
     /// The gateway's base URL (`http://127.0.0.1:PORT`).
@@ -62,7 +77,7 @@ impl Gw {
 
     fn post(&self, session: Option<&str>, accept: &str, body: &Value) -> reqwest::RequestBuilder {
         let mut req = self
-            .http
+            .http()
             .post(&self.url)
             .header("content-type", "application/json")
             .header("accept", accept)
@@ -123,7 +138,7 @@ impl Gw {
     /// the job's exit event.
     pub async fn resume(&self, session: &str, job: &str, after_seq: u64) -> Result<EventStream> {
         let resp = self
-            .http
+            .http()
             .get(&self.url)
             .header("accept", "text/event-stream")
             .header("mcp-session-id", session)
@@ -135,7 +150,7 @@ impl Gw {
 
     /// The gateway's own `/healthz` text (for the readiness wait).
     pub async fn healthz(&self) -> Result<String> {
-        Ok(self.http.get(format!("{}/healthz", self.base())).send().await?.text().await?)
+        Ok(self.http().get(format!("{}/healthz", self.base())).send().await?.text().await?)
     }
 }
 

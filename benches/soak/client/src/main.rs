@@ -428,10 +428,11 @@ async fn run(args: Args) -> Result<bool> {
     let (end_reading, client_cpu1) =
         at_deadline.borrow().clone().unwrap_or_else(|| (probe::read(pid), probe::self_cpu_s()));
 
-    // Drained: every job has ended. The wait outlasts the client's idle-connection timeout, so
-    // the descriptor count after it is the gateway's own.
+    // Drained: every job has ended. The client's idle connections are closed first, so the
+    // descriptor count after the settle is the gateway's own.
     sh.phase.set("drained");
-    tokio::time::sleep(settle.max(Duration::from_secs(25))).await;
+    sh.gw.close_idle()?;
+    tokio::time::sleep(settle).await;
     let drained = steady_reading(pid).await;
 
     // Every job from seq 0, against the ledger.
