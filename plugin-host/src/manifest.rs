@@ -226,7 +226,9 @@ fn check_domain(d: &str) -> Result<(), &'static str> {
 }
 
 /// Whether `host` (and `port`) is covered by one of the `grants` (same grammar as
-/// [`Capabilities::net`]; `*.example.com` matches sub-domains only).
+/// [`Capabilities::net`]; `*.example.com` matches sub-domains only). The domain match is
+/// [`axp_protocol::capability::host_matches`], the one the session grants and the egress proxy's
+/// rules use, so a plugin's grant cannot mean something else here than there.
 pub fn net_allows(grants: &[String], host: &str, port: u16) -> bool {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
     grants.iter().any(|g| {
@@ -238,10 +240,7 @@ pub fn net_allows(grants: &[String], host: &str, port: u16) -> bool {
         if gp.is_some_and(|p| p != port) {
             return false;
         }
-        match gh.strip_prefix("*.") {
-            Some(suffix) => host.ends_with(&format!(".{suffix}")),
-            None => host == gh,
-        }
+        axp_protocol::capability::host_matches(&gh, &host)
     })
 }
 
@@ -313,6 +312,17 @@ mod tests {
         assert!(net_allows(&g, "a.svc.test", 8080));
         assert!(!net_allows(&g, "a.svc.test", 80));
         assert!(!net_allows(&g, "svc.test", 8080));
+    }
+
+    /// The wildcard is a pattern, never a host: a request naming `*.svc.test` itself is not a
+    /// sub-domain of `svc.test` (the protocol's matcher; the hand-written one admitted it).
+    #[test]
+    fn a_wildcard_grant_does_not_admit_the_pattern_as_a_host() {
+        let g = vec!["*.svc.test".to_string()];
+        assert!(net_allows(&g, "a.svc.test", 80));
+        assert!(net_allows(&g, "a.b.svc.test.", 80));
+        assert!(!net_allows(&g, "*.svc.test", 80));
+        assert!(!net_allows(&g, "evilsvc.test", 80));
     }
 
     #[test]
