@@ -1,6 +1,8 @@
-//! JSON-RPC 2.0 framing: ids, requests, notifications, responses, and the one parser that turns
-//! bytes from any transport into an [`Incoming`] message or a ready-made error response. This
-//! is the only place that knows JSON-RPC's rules (version field, id types, batch policy).
+//! JSON-RPC 2.0 framing: ids, requests, notifications, responses, their encoding to bytes, the
+//! one parser that turns bytes from any transport into an [`Incoming`] message or a ready-made
+//! error response, and its client-side counterpart [`parse_response`]. This is the only place
+//! that knows JSON-RPC's rules (version field, id types, batch policy): servers and clients
+//! build and read envelopes through it, never by hand.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,6 +25,24 @@ impl std::fmt::Display for Id {
             Id::Str(s) => write!(f, "{s:?}"),
             Id::Null => f.write_str("null"),
         }
+    }
+}
+
+impl From<i64> for Id {
+    fn from(n: i64) -> Self {
+        Id::Num(n)
+    }
+}
+
+impl From<String> for Id {
+    fn from(s: String) -> Self {
+        Id::Str(s)
+    }
+}
+
+impl From<&str> for Id {
+    fn from(s: &str) -> Self {
+        Id::Str(s.to_string())
     }
 }
 
@@ -81,7 +101,45 @@ impl Response {
             Err(e) => Self::err(id, e),
         }
     }
+
+    /// What the call came to: the error when there is one, else the result. A missing `result`
+    /// is `null`: serde reads `"result": null` as absent, and `null` is a valid result.
+    pub fn into_result(self) -> Result<Value, RpcError> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.result.unwrap_or(Value::Null)),
+        }
+    }
 }
+
+/// The wire form of an envelope: the JSON value, the bytes of one compact JSON text (an HTTP
+/// body), and `Display` as that same text (one line of a newline-delimited stream, since
+/// compact JSON never contains a raw newline).
+macro_rules! wire_forms {
+    ($($t:ty),*) => {$(
+        impl $t {
+            /// This envelope as a JSON value.
+            pub fn to_value(&self) -> Value {
+                // Every field is a string, an id or a JSON value: serialising cannot fail.
+                serde_json::to_value(self).unwrap_or(Value::Null)
+            }
+
+            /// This envelope as one compact JSON text.
+            pub fn to_bytes(&self) -> Vec<u8> {
+                serde_json::to_vec(self).unwrap_or_default()
+            }
+        }
+
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let text = serde_json::to_string(self).map_err(|_| std::fmt::Error)?;
+                f.write_str(&text)
+            }
+        }
+    )*};
+}
+
+wire_forms!(Request, Notification, Response, Message);
 
 /// Any message a peer may send.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -174,6 +232,38 @@ pub fn parse_value(value: Value) -> Result<Incoming, Response> {
     }
 }
 
+/// Why bytes a client received are not a JSON-RPC response.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ResponseError {
+    /// The bytes are not JSON at all.
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    /// Valid JSON, but not a well-formed response (a request, a batch, a bad `jsonrpc` or `id`).
+    #[error("not a JSON-RPC response: {0}")]
+    NotAResponse(String),
+}
+
+/// The client side of [`parse_incoming`]: reads the answer to a request. The same rules apply
+/// (version field, id types, no batches); what is not a response is refused with the reason.
+pub fn parse_response(bytes: &[u8]) -> Result<Response, ResponseError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| ResponseError::NotJson(e.to_string()))?;
+    parse_response_value(value)
+}
+
+/// Like [`parse_response`] for an already-parsed JSON value.
+pub fn parse_response_value(value: Value) -> Result<Response, ResponseError> {
+    match parse_value(value) {
+        Ok(Incoming::Response(r)) => Ok(r),
+        Ok(Incoming::Request(r)) => {
+            Err(ResponseError::NotAResponse(format!("a request for `{}` where a response was due", r.method)))
+        }
+        Ok(Incoming::Notification(n)) => {
+            Err(ResponseError::NotAResponse(format!("a notification `{}` where a response was due", n.method)))
+        }
+        Err(e) => Err(ResponseError::NotAResponse(e.error.map(|e| e.reason().to_string()).unwrap_or_default())),
+    }
+}
+
 fn bad(id: Id, reason: &str) -> Response {
     Response::err(id, RpcError::invalid_request(reason.to_string()))
 }
@@ -193,6 +283,7 @@ fn kind_of(v: &Value) -> &'static str {
 mod tests {
     use super::*;
     use crate::ErrorCode;
+    use serde_json::json;
 
     fn code(r: Result<Incoming, Response>) -> i64 {
         r.unwrap_err().error.unwrap().code
@@ -229,5 +320,53 @@ mod tests {
         // The id is echoed when it could be read.
         let e = parse_incoming(br#"{"jsonrpc":"1.0","id":9,"method":"x"}"#).unwrap_err();
         assert_eq!(e.id, Id::Num(9));
+    }
+
+    #[test]
+    fn envelopes_encode_to_what_the_parser_reads_back() {
+        let req = Request::new(Id::from(3), "tools/call", json!({"name": "t"}));
+        assert_eq!(req.to_value(), json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "t"}}));
+        assert_eq!(parse_incoming(&req.to_bytes()).unwrap(), Incoming::Request(req.clone()));
+        // Display is the same compact text: one line of a newline-delimited stream.
+        assert_eq!(req.to_string().into_bytes(), req.to_bytes());
+        assert!(!req.to_string().contains('\n'));
+
+        let note = Notification::new("notifications/initialized", json!({}));
+        assert_eq!(note.to_value(), json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}}));
+        assert_eq!(parse_incoming(note.to_string().as_bytes()).unwrap(), Incoming::Notification(note));
+
+        let ok = Response::ok(Id::from("a"), json!({"x": 1}));
+        assert_eq!(ok.to_value(), json!({"jsonrpc": "2.0", "id": "a", "result": {"x": 1}}));
+        let err = Response::err(Id::Null, RpcError::parse("bad"));
+        assert_eq!(err.to_value()["error"]["code"], ErrorCode::ParseError.code());
+        assert_eq!(err.to_value()["id"], Value::Null);
+        assert_eq!(Message::Response(ok.clone()).to_value(), ok.to_value());
+    }
+
+    #[test]
+    fn a_client_reads_results_errors_and_null_results() {
+        let r = parse_response(br#"{"jsonrpc":"2.0","id":1,"result":{"k":2}}"#).unwrap();
+        assert_eq!(r.id, Id::Num(1));
+        assert_eq!(r.into_result().unwrap(), json!({"k": 2}));
+        // `"result": null` is a result (serde reads it as absent).
+        let r = parse_response(br#"{"jsonrpc":"2.0","id":1,"result":null}"#).unwrap();
+        assert_eq!(r.into_result().unwrap(), Value::Null);
+        let wire = Response::err(Id::Num(4), RpcError::method_not_found("x")).to_bytes();
+        let e = parse_response(&wire).unwrap().into_result().unwrap_err();
+        assert_eq!(e.kind(), Some(ErrorCode::MethodNotFound));
+        assert_eq!(e, RpcError::method_not_found("x"));
+    }
+
+    #[test]
+    fn a_client_refuses_what_is_not_a_response() {
+        assert!(matches!(parse_response(b"<html>"), Err(ResponseError::NotJson(_))));
+        let not = |b: &[u8]| matches!(parse_response(b), Err(ResponseError::NotAResponse(_)));
+        assert!(not(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#));
+        assert!(not(br#"{"jsonrpc":"2.0","method":"job.event"}"#));
+        assert!(not(br#"[{"jsonrpc":"2.0","id":1,"result":1}]"#));
+        assert!(not(br#"{"jsonrpc":"1.0","id":1,"result":1}"#));
+        assert!(not(br#"{"jsonrpc":"2.0","id":1}"#));
+        let e = parse_response_value(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).unwrap_err();
+        assert!(e.to_string().contains("`ping`"), "{e}");
     }
 }
