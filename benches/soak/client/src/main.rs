@@ -432,7 +432,7 @@ async fn run(args: Args) -> Result<bool> {
     // descriptor count after the settle is the gateway's own.
     sh.phase.set("drained");
     sh.gw.close_idle()?;
-    tokio::time::sleep(settle).await;
+    tokio::time::sleep(settle.max(Duration::from_secs(10))).await;
     let drained = steady_reading(pid).await;
 
     // Every job from seq 0, against the ledger.
