@@ -169,8 +169,8 @@ impl Provider for BridgeProvider {
             tool: &call.tool,
             timeout: crate::call_timeout(&call, self.exec.timeout),
             // stdout is the result, parsed whole: keep it (bounded), do not stream it.
-            stdout: Capture { emit: false, keep: BRIDGE_MAX_STDOUT, tail: false },
-            stderr: Capture { emit: true, keep: STDERR_TAIL, tail: true },
+            stdout: Capture { emit: false, keep: BRIDGE_MAX_STDOUT, tail: false, chunk: process::READ_CHUNK },
+            stderr: Capture { emit: true, keep: STDERR_TAIL, tail: true, chunk: process::READ_CHUNK },
         };
         let finished = process::run(&self.launcher, &spec, &how, sink, cancel).await?;
         Ok(bridge_output(&finished))

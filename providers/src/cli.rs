@@ -315,7 +315,7 @@ impl Provider for CliProvider {
             cwd: tool.cfg.cwd.clone(),
             policy: tool.cfg.policy.clone(),
         };
-        let tail = Capture { emit: true, keep: CLI_TAIL_BYTES, tail: true };
+        let tail = Capture { emit: true, keep: CLI_TAIL_BYTES, tail: true, chunk: process::READ_CHUNK };
         let how = RunOptions {
             tool: &tool.cfg.name,
             timeout: crate::call_timeout(&call, tool.cfg.timeout),

@@ -1,6 +1,9 @@
-//! `axp-providers` holds the [`Provider`] trait — the one seam every tool source implements —
-//! and its implementations (`mcp`, `cli`, `bridge`). **API Boundary:** plugin authors and the
-//! gateway both code against this file, so it depends only on `axp-protocol`, tokio and serde.
+//! `axp-providers` holds the implementations of the [`Provider`] seam: `mcp` (one upstream MCP
+//! server), `cli` (declared commands), `bridge` (a command speaking a line protocol) and `skill`
+//! (Agent Skills folders). The seam itself — the trait, its plain types, the spawner thread and
+//! the process runner — lives in `axp-provider-api`, re-exported here (its `process` module as
+//! [`runner`], the name `process` being this crate's own) so that code written against
+//! `axp_providers::…` keeps working.
 //!
 //! A provider never decides policy and never spawns a process by itself: every child process is
 //! built by the [`Launcher`] the gateway hands in, which is where the sandbox wraps it. A
@@ -11,241 +14,16 @@ pub mod cli;
 pub mod mcp;
 mod process;
 pub mod skill;
-mod spawn;
 
-pub use spawn::spawn;
+/// The one process runner (`axp_provider_api::process`).
+pub use axp_provider_api::process as runner;
+pub use axp_provider_api::{
+    ArgvTrust, CancellationToken, DirectLauncher, DynProvider, EventSink, JobSink, Launcher, MAX_MESSAGE_BYTES,
+    NetScope, NullSink, ProcessPolicy, ProcessSpec, Provider, ProviderError, ProviderEvent, ProviderId, call_timeout,
+    spawn,
+};
 
 pub use bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOptions};
 pub use cli::{ArgvTemplate, CliProvider, CliToolConfig};
 pub use mcp::{McpConfig, McpProvider, McpStatus, McpTransport, RestartPolicy};
 pub use skill::{SkillDirsConfig, SkillError, SkillInfo, SkillProvider};
-
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Arc;
-
-use async_trait::async_trait;
-use axp_protocol::methods::JobEventKind;
-use axp_protocol::{RpcError, ToolCall, ToolOutput, ToolSpec};
-use tokio::sync::broadcast;
-pub use tokio_util::sync::CancellationToken;
-
-/// A provider's configured name: the `<provider>` in `<provider>__<tool>`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ProviderId(pub String);
-
-impl ProviderId {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for ProviderId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Everything that can go wrong between the gateway and a provider.
-#[derive(Debug, thiserror::Error)]
-pub enum ProviderError {
-    /// The provider is not running (failed to start, crashed, restarting); the reason says which.
-    #[error("provider `{provider}` is unavailable: {reason}")]
-    Unavailable { provider: String, reason: String },
-    /// The provider has not finished its first start yet; it announces its tools when it has.
-    #[error("provider `{provider}` is still starting")]
-    Starting { provider: String },
-    /// The call took longer than its deadline.
-    #[error("the call to `{tool}` timed out after {secs}s")]
-    Timeout { tool: String, secs: u64 },
-    /// The call was cancelled by the client.
-    #[error("the call was cancelled")]
-    Cancelled,
-    /// The provider has no tool of that name.
-    #[error("provider has no tool `{0}`")]
-    UnknownTool(String),
-    /// The arguments were refused by the provider (after the gateway's own schema check).
-    #[error("invalid arguments: {0}")]
-    InvalidArguments(String),
-    /// The upstream answered with a JSON-RPC error; passed through as is.
-    #[error("upstream error: {0}")]
-    Upstream(RpcError),
-    /// The provider's configuration cannot work (bad command, bad schema …).
-    #[error("configuration error: {0}")]
-    Config(String),
-    /// Local I/O failed (spawning, pipes).
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl ProviderError {
-    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Self::Io { context: context.into(), source }
-    }
-}
-
-/// Something a provider tells the gateway without being asked. A provider logs its own state
-/// changes, with the reason, when it sends `Unavailable` or `Available`; the gateway only
-/// records them, so each change is logged once.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ProviderEvent {
-    /// The tool list changed (MCP `notifications/tools/list_changed`); call `tools()` again.
-    ToolsChanged,
-    /// The provider went down; its tools stay listed but unavailable.
-    Unavailable { reason: String },
-    /// The provider is serving again.
-    Available,
-}
-
-/// Where a running call writes what it produces. The gateway's implementation appends each
-/// event to the job's durable log before any client sees it.
-pub trait EventSink: Send + Sync {
-    fn emit(&self, event: JobEventKind);
-}
-
-/// Shared handle to an [`EventSink`].
-pub type JobSink = Arc<dyn EventSink>;
-
-/// A sink that drops everything (for listing-time calls and tests that only want the result).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NullSink;
-
-impl EventSink for NullSink {
-    fn emit(&self, _event: JobEventKind) {}
-}
-
-/// What the gateway lets a provider's process touch, from the provider's `sandbox` config
-/// block. The gateway's launcher compiles it into kernel policy; providers only pass it along.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProcessPolicy {
-    /// Which parts of the argv the launcher may read paths from to make the program's own files
-    /// readable. Only argv the operator wrote may widen what a process can read: an agent that
-    /// names `/home/me/.ssh/id_rsa` as an argument must not get its directory mounted.
-    pub argv_trust: ArgvTrust,
-    pub fs_read: Vec<PathBuf>,
-    pub fs_write: Vec<PathBuf>,
-    /// Domains (`api.example.com`, `*.example.com:443`) reachable through the egress proxy.
-    pub net: Vec<String>,
-    /// Whose egress proxy `net` goes through: each owner has its own, with its own limits, and
-    /// its attempts are audited under its name.
-    pub net_scope: NetScope,
-}
-
-/// The owner of a process's network access (see [`ProcessPolicy::net_scope`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum NetScope {
-    /// No owner named: processes with the same `net` share one proxy (one-off runs, library use).
-    #[default]
-    Shared,
-    /// A session's jobs, by session id; the proxy stops when the session closes or expires.
-    Session(String),
-    /// An operator-configured provider (MCP server, bridge, plugin), by name.
-    Provider(String),
-}
-
-/// How far the launcher may trust a process's argv when deciding what it must be able to read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ArgvTrust {
-    /// Nothing: agent-written commands (system paths and explicit grants only).
-    #[default]
-    None,
-    /// The program only (a CLI tool's literal program; its arguments come from agents).
-    Program,
-    /// The whole argv (an MCP server or bridge command written by the operator).
-    All,
-}
-
-/// A process a provider wants to run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProcessSpec {
-    pub program: String,
-    pub args: Vec<String>,
-    /// The complete environment of the child (nothing is inherited unless listed here).
-    pub env: BTreeMap<String, String>,
-    pub cwd: Option<PathBuf>,
-    pub policy: ProcessPolicy,
-}
-
-/// Turns a [`ProcessSpec`] into a ready-to-spawn command. The gateway supplies a sandboxing
-/// implementation; [`DirectLauncher`] runs the process as is (tier `dev-none`).
-pub trait Launcher: Send + Sync + std::fmt::Debug {
-    fn command(&self, spec: &ProcessSpec) -> Result<tokio::process::Command, ProviderError>;
-    /// Like [`Launcher::command`], for a process whose stdin is a pseudo-terminal that must
-    /// become its controlling terminal (PTY jobs, `pty.open`). Launchers that cannot set that
-    /// up in a fresh session refuse, which is the default.
-    fn terminal_command(&self, spec: &ProcessSpec) -> Result<tokio::process::Command, ProviderError> {
-        let _ = spec;
-        Err(ProviderError::Config(format!("the `{}` tier cannot give a job a terminal", self.tier())))
-    }
-    /// The tier this launcher enforces, for reports (`kernel-lsm`, `dev-none`).
-    fn tier(&self) -> &'static str;
-}
-
-/// Runs processes without any confinement. Only for `dev-none`, which the operator must opt into.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct DirectLauncher;
-
-impl Launcher for DirectLauncher {
-    fn command(&self, spec: &ProcessSpec) -> Result<tokio::process::Command, ProviderError> {
-        let mut cmd = tokio::process::Command::new(&spec.program);
-        cmd.args(&spec.args).env_clear().envs(&spec.env).kill_on_drop(true);
-        if let Some(cwd) = &spec.cwd {
-            cmd.current_dir(cwd);
-        }
-        Ok(cmd)
-    }
-
-    fn tier(&self) -> &'static str {
-        "dev-none"
-    }
-}
-
-/// The one interface behind which MCP servers, CLIs, skills and plugins all sit (DESIGN §4).
-#[async_trait]
-pub trait Provider: Send + Sync {
-    fn id(&self) -> &ProviderId;
-
-    /// Current tools; a provider may change them and signal through [`Provider::events`].
-    async fn tools(&self) -> Result<Vec<ToolSpec>, ProviderError>;
-
-    /// One call. Streams progress/log chunks into `sink`, honours `cancel`.
-    async fn call(&self, call: ToolCall, sink: JobSink, cancel: CancellationToken)
-    -> Result<ToolOutput, ProviderError>;
-
-    /// Unsolicited events (tool list changes, availability).
-    fn events(&self) -> Option<broadcast::Receiver<ProviderEvent>> {
-        None
-    }
-
-    /// Instructions for using `tool` that are too long for its description and belong in
-    /// `axp.describe` (a skill's `SKILL.md` body). `None` for most providers.
-    fn instructions(&self, tool: &str) -> Option<String> {
-        let _ = tool;
-        None
-    }
-
-    /// Stops the provider's processes and connections.
-    async fn shutdown(&self) -> Result<(), ProviderError>;
-}
-
-/// Shared handle to a provider.
-pub type DynProvider = Arc<dyn Provider>;
-
-/// The deadline of one call: `call.meta.timeout_ms` (a positive number, e.g. from
-/// `job.start`'s `timeout_s`) when the gateway sets it, else the provider's configured default.
-/// Every provider in this crate honours it; on expiry the call fails with
-/// [`ProviderError::Timeout`] after stopping the work (process group killed, or
-/// `notifications/cancelled` sent upstream).
-pub fn call_timeout(call: &ToolCall, default: std::time::Duration) -> std::time::Duration {
-    call.meta
-        .as_ref()
-        .and_then(|m| m.get("timeout_ms"))
-        .and_then(serde_json::Value::as_f64)
-        .filter(|ms| ms.is_finite() && *ms > 0.0)
-        .map(|ms| std::time::Duration::from_secs_f64(ms / 1000.0))
-        .unwrap_or(default)
-}

@@ -48,7 +48,7 @@ const MAX_REDIRECTS: usize = 10;
 const INBOX: usize = 256;
 /// Largest SSE event (or, over Streamable HTTP, JSON answer) accepted from a remote MCP server,
 /// on either HTTP transport: a tool result with images can be large, but not unbounded.
-pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+pub const MAX_EVENT_BYTES: usize = axp_provider_api::MAX_MESSAGE_BYTES;
 
 /// Why the legacy SSE transport failed.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,107 @@
+//! What configures one MCP provider: how its server is reached ([`McpTransport`]), its
+//! restart backoff ([`RestartPolicy`]), its deadlines and heartbeat ([`McpConfig`]), and the
+//! state it reports ([`McpStatus`]). Plain data, no connection.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::{ProcessSpec, ProviderId};
+
+/// How the server is reached.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpTransport {
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout. Its stderr is
+    /// logged (and its last lines quoted when it dies). `PATH` defaults to the usual system
+    /// directories when the spec's environment has none.
+    Stdio(ProcessSpec),
+    /// A Streamable HTTP endpoint, with extra headers on every request (e.g. `Authorization`).
+    /// `Accept`, `Mcp-Session-Id` and `Last-Event-Id` are managed by the client and refused.
+    Http { url: String, headers: BTreeMap<String, String> },
+    /// A legacy (2024-11-05) "HTTP with SSE" server: `url` is the SSE stream (`GET`), whose
+    /// `endpoint` event names where messages are POSTed (same origin only). `headers` go on
+    /// both; `Accept` and `Content-Type` are set by the client.
+    LegacySse { url: String, headers: BTreeMap<String, String> },
+}
+
+/// Restart backoff: the n-th consecutive failure waits `initial_backoff * 2^n`, at most
+/// `max_backoff`. A connection that stayed up at least `max_backoff` resets the count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestartPolicy {
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        Self { initial_backoff: Duration::from_millis(250), max_backoff: Duration::from_secs(30) }
+    }
+}
+
+impl RestartPolicy {
+    /// The wait before the next attempt after `failures` consecutive failures.
+    pub fn delay(&self, failures: u32) -> Duration {
+        let factor = 2u32.saturating_pow(failures.min(16));
+        self.initial_backoff.saturating_mul(factor).min(self.max_backoff)
+    }
+}
+
+/// One MCP server's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpConfig {
+    pub id: ProviderId,
+    pub transport: McpTransport,
+    /// Deadline of one `tools/call`; when it passes the request is cancelled upstream and the
+    /// call fails with `Timeout`.
+    pub timeout: Duration,
+    /// Deadline for starting: spawn or connect, MCP handshake and the first `tools/list`.
+    pub connect_timeout: Duration,
+    /// How often a connected server is pinged. A failed ping, or none answered within
+    /// `heartbeat_timeout`, counts as a crash: calls in flight fail with `Unavailable` and the
+    /// server is restarted. This is what notices a hung server, and an HTTP server that went
+    /// away (rmcp keeps waiting on a broken response stream instead of failing the request).
+    pub heartbeat: Duration,
+    pub heartbeat_timeout: Duration,
+    pub restart: RestartPolicy,
+}
+
+impl McpConfig {
+    /// A configuration with the defaults: 60 s per call, 30 s to connect, a ping every 5 s
+    /// (10 s to answer), default backoff.
+    pub fn new(id: ProviderId, transport: McpTransport) -> Self {
+        Self {
+            id,
+            transport,
+            timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(30),
+            heartbeat: Duration::from_secs(5),
+            heartbeat_timeout: Duration::from_secs(10),
+            restart: RestartPolicy::default(),
+        }
+    }
+}
+
+/// Whether the server is serving right now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpStatus {
+    Available,
+    /// Not connected (starting, failed to start, crashed, restarting); why.
+    Unavailable {
+        reason: String,
+    },
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let p = RestartPolicy { initial_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(1) };
+        assert_eq!(p.delay(0), Duration::from_millis(100));
+        assert_eq!(p.delay(1), Duration::from_millis(200));
+        assert_eq!(p.delay(3), Duration::from_millis(800));
+        assert_eq!(p.delay(4), Duration::from_secs(1));
+        assert_eq!(p.delay(u32::MAX), Duration::from_secs(1));
+    }
+}

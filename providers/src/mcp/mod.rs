@@ -1,0 +1,65 @@
+//! The `mcp` provider: one upstream MCP server, reached over stdio (a child process built by the
+//! gateway's [`Launcher`](crate::Launcher), so the sandbox wraps it), over Streamable HTTP, or over the legacy
+//! 2024-11-05 "HTTP with SSE" transport ([`sse`]), through the `rmcp` client. It owns the connection's life: start, `tools/list` cache, `list_changed`, progress
+//! routing, cancellation, per-call timeouts, crash detection and restart with backoff, split by
+//! concern: `config.rs` (plain configuration), `session.rs` (one connection: handshake,
+//! requests, its life), `routing.rs` (notifications: progress, logs, `list_changed`),
+//! `child.rs` (the stdio child's watch), `supervisor.rs` (start, backoff, restart,
+//! availability events), `provider.rs` (the [`Provider`](crate::Provider) impl), `errors.rs` (failures for
+//! people) and [`sse`] (the legacy SSE transport).
+//!
+//! It must never fail hard: a server that cannot start or dies leaves the provider in place,
+//! reporting [`ProviderError::Unavailable`](crate::ProviderError::Unavailable) with the reason, while a background task retries
+//! with exponential backoff (capped by [`RestartPolicy::max_backoff`]). It never decides policy
+//! and never spawns a process except through the launcher.
+//!
+//! Choices worth knowing:
+//!
+//! * **Tools while down.** [`Provider::tools`](crate::Provider::tools) returns the last list the server gave, also while
+//!   it is down (the gateway shows them as unavailable and calls fail with `Unavailable`). Only
+//!   when no list was ever obtained does it return `Unavailable`. [`McpProvider::status`] says
+//!   which state the provider is in.
+//! * **Events.** Up → down sends `Unavailable{reason}` (once, not for every failed retry); down
+//!   → up sends `Available` then `ToolsChanged`. A `notifications/tools/list_changed` re-lists
+//!   and sends `ToolsChanged` only when the list really differs.
+//! * **Progress.** Every request carries a `progressToken` (rmcp sets one); progress for a call
+//!   becomes `JobEventKind::Progress` in that call's sink. rmcp handles each notification in its
+//!   own task, so their order is not guaranteed: a notification whose `progress` is not above
+//!   the last one delivered is dropped, which keeps the job log monotonic as MCP requires.
+//! * **Logging.** MCP `notifications/message` carries no request id, and over stdio nothing ties
+//!   it to a call, so attributing it to one job could leak one session's data into another's
+//!   log. Server logs therefore go to `tracing` (target `axp_providers::mcp::upstream`), never
+//!   into a job.
+//! * **Cancel and timeout** send `notifications/cancelled` for the request, then return
+//!   `Cancelled` / `Timeout`. A call future dropped before its answer also sends it.
+//! * **Crash or hang.** A stdio child is watched directly: when it exits, every call in flight
+//!   fails at once with `Unavailable` (rmcp alone would only notice after its drain timeouts).
+//!   Every session is also pinged ([`McpConfig::heartbeat`]); a failed or unanswered ping ends
+//!   the session the same way. That is the only way to notice an HTTP server that died during a
+//!   call: rmcp 3.11 keeps the request pending on a broken SSE response stream rather than
+//!   failing it. A transport error seen by a call triggers an immediate ping.
+//! * **Results** pass through as `CallToolResult` (`content`, `structuredContent`, `isError`).
+//!   rmcp parses content blocks into its own types and re-serialises them, so a field rmcp
+//!   does not model (e.g. a block's `_meta`) is lost. JSON-RPC errors become
+//!   `ProviderError::Upstream` with code, message and data unchanged. A server that answers
+//!   with an MRTR `input_required` or a task is refused with an upstream error (not supported
+//!   yet).
+//! * **Legacy SSE transport** (the 2024-11-05 `GET /sse` + `POST /messages` pair): rmcp 3.11
+//!   has no client for it, so [`sse`] provides one as an rmcp transport. Its GET stream ending
+//!   is the session ending, watched like a stdio child's exit: calls in flight fail at once
+//!   with `Unavailable` and the server is reconnected with backoff. The server's `endpoint`
+//!   must be on the stream's origin, or the connection is refused.
+//! * Resources and prompts are passed through as raw JSON by inherent methods
+//!   ([`McpProvider::list_resources`], [`McpProvider::read_resource`],
+
+mod child;
+mod config;
+mod errors;
+mod provider;
+mod routing;
+mod session;
+pub mod sse;
+mod supervisor;
+
+pub use config::{McpConfig, McpStatus, McpTransport, RestartPolicy};
+pub use provider::McpProvider;

@@ -1,0 +1,325 @@
+//! One connection to the server: the handshake over the configured transport (a stdio child
+//! built by the launcher, Streamable HTTP, or legacy SSE), the first `tools/list`, the shared
+//! handle calls use ([`Conn`]), and the loop that keeps the session until it dies (heartbeat,
+//! re-listing on `list_changed`, pings when a call saw a transport error) and then closes it.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axp_protocol::ToolSpec;
+use rmcp::model::{ClientCapabilities, ClientConfig, ClientRequest, Implementation, PingRequest};
+use rmcp::service::{Peer, RoleClient, serve_client_with_ct};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use tokio::sync::mpsc;
+
+use super::child::ChildProc;
+use super::errors::{init_error_for_people, unreachable_because};
+use super::routing::{Handler, ProgressRouter};
+use super::supervisor::Inner;
+use super::{McpTransport, sse};
+use crate::process::DEFAULT_PATH;
+use crate::{CancellationToken, ProviderEvent};
+
+/// A live connection, shared by the calls that use it.
+pub(super) struct Conn {
+    pub(super) peer: Peer<RoleClient>,
+    pub(super) progress: Arc<ProgressRouter>,
+    /// Cancelled when the connection is gone; calls in flight fail at once.
+    pub(super) dead: CancellationToken,
+    pub(super) death: Mutex<Option<String>>,
+    /// A call saw a transport error: the supervisor checks the server with a ping.
+    pub(super) suspect: mpsc::UnboundedSender<()>,
+    pub(super) pid: Option<u32>,
+}
+
+impl Conn {
+    pub(super) fn death_reason(&self) -> String {
+        self.death
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| "the connection to the server was lost".into())
+    }
+
+    pub(super) fn kill(&self, reason: &str) {
+        let mut d = self.death.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if d.is_none() {
+            *d = Some(reason.to_string());
+        }
+        drop(d);
+        self.dead.cancel();
+    }
+}
+
+/// A connected session: the rmcp service, the child (stdio), the channels the handler and the
+/// calls use to reach the supervisor.
+pub(super) struct Session {
+    pub(super) conn: Arc<Conn>,
+    pub(super) service_ct: CancellationToken,
+    pub(super) waiting: std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>>,
+    pub(super) child: Option<ChildProc>,
+    /// The GET stream of a legacy SSE session (its end is the session's end).
+    pub(super) link: Option<sse::Link>,
+    pub(super) relist: mpsc::UnboundedReceiver<()>,
+    pub(super) suspect: mpsc::UnboundedReceiver<()>,
+    pub(super) tools: Vec<ToolSpec>,
+}
+
+pub(super) fn tool_spec(tool: &rmcp::model::Tool) -> Result<ToolSpec, String> {
+    serde_json::to_value(tool)
+        .and_then(serde_json::from_value)
+        .map_err(|e| format!("tool `{}` cannot be read: {e}", tool.name))
+}
+
+pub(super) async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<ToolSpec>, String> {
+    let tools = peer.list_all_tools().await.map_err(|e| format!("tools/list failed: {e}"))?;
+    tools.iter().map(tool_spec).collect()
+}
+
+pub(super) fn client_info() -> ClientConfig {
+    ClientConfig::new(ClientCapabilities::default(), Implementation::new("axp", env!("CARGO_PKG_VERSION")))
+}
+
+impl Session {
+    pub(super) async fn open(inner: &Inner) -> Result<Session, String> {
+        let progress = Arc::new(ProgressRouter::default());
+        let (relist_tx, relist_rx) = mpsc::unbounded_channel();
+        let (suspect_tx, suspect_rx) = mpsc::unbounded_channel();
+        let handler = Handler {
+            info: client_info(),
+            provider: inner.cfg.id.to_string(),
+            progress: progress.clone(),
+            relist: relist_tx,
+        };
+        let service_ct = CancellationToken::new();
+        let mut link = None;
+        let (running, child) = match &inner.cfg.transport {
+            McpTransport::Stdio(spec) => {
+                let mut spec = spec.clone();
+                spec.env.entry("PATH".into()).or_insert_with(|| DEFAULT_PATH.into());
+                let mut cmd = inner.launcher.command(&spec).map_err(|e| e.to_string())?;
+                cmd.stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .process_group(0)
+                    .kill_on_drop(true);
+                let mut child = crate::spawn(cmd).await.map_err(|e| format!("cannot start `{}`: {e}", spec.program))?;
+                let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                    return Err("the child's stdio pipes are missing".into());
+                };
+                let stderr = child.stderr.take();
+                let proc = ChildProc::watch(child, stderr, inner.cfg.id.to_string());
+                let running = tokio::select! {
+                    r = serve_client_with_ct(handler, (stdout, stdin), service_ct.clone()) => r,
+                    _ = proc.exited.cancelled() => {
+                        return Err(format!("the server exited during the MCP handshake ({})", proc.describe()));
+                    }
+                };
+                match running {
+                    Ok(r) => (r, Some(proc)),
+                    Err(e) => {
+                        // The usual cause is the process dying: wait briefly for its status, and
+                        // say it in the same words as when the exit is seen first.
+                        let _ = tokio::time::timeout(Duration::from_millis(500), proc.exited.cancelled()).await;
+                        if proc.exited.is_cancelled() {
+                            return Err(format!("the server exited during the MCP handshake ({})", proc.describe()));
+                        }
+                        return Err(format!("MCP handshake failed: {e} ({})", proc.describe()));
+                    }
+                }
+            }
+            McpTransport::Http { url, headers } => {
+                let mut map = HashMap::new();
+                for (k, v) in headers {
+                    let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| format!("bad header name `{k}`: {e}"))?;
+                    let value = reqwest::header::HeaderValue::from_str(v)
+                        .map_err(|e| format!("bad value for header `{k}`: {e}"))?;
+                    map.insert(name, value);
+                }
+                // Our limits, not the library's defaults: one SSE event and one JSON answer are
+                // held whole while parsed, so a hostile server must not be able to grow them
+                // (tested in gateway/tests/suite/hostile_upstream.rs).
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+                config.max_sse_event_size = sse::MAX_EVENT_BYTES;
+                config.max_json_response_size = sse::MAX_EVENT_BYTES;
+                let transport = StreamableHttpClientTransport::from_config(config);
+                let running = match serve_client_with_ct(handler, transport, service_ct.clone()).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let why = match unreachable_because(url).await {
+                            Some(cause) => cause,
+                            None => init_error_for_people(&e),
+                        };
+                        return Err(format!("cannot connect to {url}: {why}"));
+                    }
+                };
+                (running, None)
+            }
+            McpTransport::LegacySse { url, headers } => {
+                let transport = sse::LegacySseTransport::connect(url, headers).await.map_err(|e| e.to_string())?;
+                link = Some(transport.link());
+                let running = serve_client_with_ct(handler, transport, service_ct.clone())
+                    .await
+                    .map_err(|e| format!("MCP handshake with {url} (legacy SSE) failed: {e}"))?;
+                (running, None)
+            }
+        };
+        let peer = running.peer().clone();
+        let waiting = Box::pin(async move {
+            match running.waiting().await {
+                Ok(reason) => format!("the connection to the server closed ({reason:?})"),
+                Err(e) => format!("the MCP client task failed: {e}"),
+            }
+        });
+        let pid = child.as_ref().and_then(|c| c.pid);
+        let conn = Arc::new(Conn {
+            peer,
+            progress,
+            dead: CancellationToken::new(),
+            death: Mutex::new(None),
+            suspect: suspect_tx,
+            pid,
+        });
+        let mut session = Session {
+            conn,
+            service_ct,
+            waiting,
+            child,
+            link,
+            relist: relist_rx,
+            suspect: suspect_rx,
+            tools: Vec::new(),
+        };
+        let peer = session.conn.peer.clone();
+        session.tools = session.or_death(list_tools(&peer)).await??;
+        Ok(session)
+    }
+
+    /// Runs `fut` unless the connection dies first (then `Err(reason)`).
+    pub(super) async fn or_death<F: std::future::Future>(&mut self, fut: F) -> Result<F::Output, String> {
+        let exited = self.gone();
+        tokio::select! {
+            out = fut => Ok(out),
+            _ = exited.cancelled() => Err(self.exit_reason()),
+            reason = &mut self.waiting => Err(Self::closed_reason(self.child.as_ref(), self.link.as_ref(), reason).await),
+        }
+    }
+
+    /// The connection closed. For a child that is exiting, rmcp usually sees EOF on stdout a
+    /// moment before the exit is reaped; wait for it briefly, since the exit status and stderr
+    /// say far more than "closed".
+    pub(super) async fn closed_reason(child: Option<&ChildProc>, link: Option<&sse::Link>, closed: String) -> String {
+        if let Some(l) = link {
+            // The reader ends the link before rmcp sees the inbox close.
+            let _ = tokio::time::timeout(Duration::from_millis(200), l.ended().cancelled()).await;
+            return if l.ended().is_cancelled() { l.reason() } else { closed };
+        }
+        match child {
+            Some(c) => {
+                let exited = tokio::time::timeout(Duration::from_secs(1), c.exited.cancelled()).await;
+                if exited.is_ok() {
+                    format!("the server process exited ({})", c.describe())
+                } else {
+                    format!("{closed}; the server process closed its stdout")
+                }
+            }
+            None => closed,
+        }
+    }
+
+    pub(super) fn exit_reason(&self) -> String {
+        match (&self.child, &self.link) {
+            (Some(c), _) => format!("the server process exited ({})", c.describe()),
+            (None, Some(l)) => l.reason(),
+            (None, None) => "the server went away".into(),
+        }
+    }
+
+    /// Cancelled when the server is known to be gone: the stdio child exited, or the legacy
+    /// SSE stream ended. (Never, for Streamable HTTP: the heartbeat finds that out.)
+    pub(super) fn gone(&self) -> CancellationToken {
+        match (&self.child, &self.link) {
+            (Some(c), _) => c.exited.clone(),
+            (None, Some(l)) => l.ended(),
+            (None, None) => CancellationToken::new(),
+        }
+    }
+
+    /// Serves until the connection dies or the provider shuts down; returns why.
+    pub(super) async fn run(&mut self, inner: &Inner) -> String {
+        let exited = self.gone();
+        let mut heartbeat =
+            tokio::time::interval_at(tokio::time::Instant::now() + inner.cfg.heartbeat, inner.cfg.heartbeat);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = inner.shutdown.cancelled() => return "the provider was shut down".into(),
+                _ = exited.cancelled() => return self.exit_reason(),
+                reason = &mut self.waiting => return Self::closed_reason(self.child.as_ref(), self.link.as_ref(), reason).await,
+                Some(()) = self.relist.recv() => {
+                    while self.relist.try_recv().is_ok() {}
+                    // Bounded like a ping: this loop is also what runs the heartbeat, so a
+                    // server that stops answering here is a hung server.
+                    let within = inner.cfg.heartbeat_timeout;
+                    let peer = self.conn.peer.clone();
+                    let listed = self
+                        .or_death(tokio::time::timeout(within, list_tools(&peer)))
+                        .await;
+                    match listed {
+                        Err(reason) => return reason,
+                        Ok(Ok(Ok(tools))) => {
+                            if inner.set_tools(tools) {
+                                inner.send(ProviderEvent::ToolsChanged);
+                            }
+                        }
+                        Ok(Ok(Err(e))) => tracing::warn!(provider = %inner.cfg.id, "re-listing tools after list_changed failed: {e}"),
+                        Ok(Err(_)) => return format!(
+                            "the server stopped answering (tools/list after list_changed took over {}s)",
+                            within.as_secs_f64()
+                        ),
+                    }
+                }
+                Some(()) = self.suspect.recv() => {
+                    while self.suspect.try_recv().is_ok() {}
+                    if let Some(reason) = self.check(inner.cfg.heartbeat_timeout).await {
+                        return reason;
+                    }
+                }
+                _ = heartbeat.tick() => {
+                    if let Some(reason) = self.check(inner.cfg.heartbeat_timeout).await {
+                        return reason;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Pings the server; `Some(reason)` when it is gone or does not answer within `within`.
+    pub(super) async fn check(&mut self, within: Duration) -> Option<String> {
+        let peer = self.conn.peer.clone();
+        let ping = peer.send_request(ClientRequest::PingRequest(PingRequest::default()));
+        match self.or_death(tokio::time::timeout(within, ping)).await {
+            Err(reason) => Some(reason),
+            Ok(Ok(Ok(_))) => None,
+            Ok(Ok(Err(e))) => Some(format!("the server stopped answering (ping failed: {e})")),
+            Ok(Err(_)) => {
+                Some(format!("the server stopped answering (no answer to ping within {}s)", within.as_secs_f64()))
+            }
+        }
+    }
+
+    /// Ends the session: fails calls in flight, stops the client, closes stdin and gives the
+    /// child a moment to exit on its own before its process group is killed.
+    pub(super) async fn close(self, reason: &str) {
+        self.conn.kill(reason);
+        self.service_ct.cancel();
+        if let Some(child) = self.child {
+            let _ = tokio::time::timeout(Duration::from_millis(500), child.exited.cancelled()).await;
+            drop(child);
+        }
+    }
+}
