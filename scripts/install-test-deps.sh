@@ -18,6 +18,11 @@ if ! need node || ! need npm || ! need git || ! need curl || ! need setpriv; the
   fi
 fi
 
+# `cargo fmt --check` and `cargo clippy` run in scripts/test.sh: the toolchain's components.
+if need rustup; then
+  rustup component add rustfmt clippy >/dev/null 2>&1 || true
+fi
+
 npm ci --prefix tests/fixtures --no-audit --no-fund --loglevel=error
 
 venv() { # venv DIR REQUIREMENTS
