@@ -8,12 +8,13 @@ cd "$(dirname "$0")/.."
 
 need() { command -v "$1" >/dev/null 2>&1; }
 
-if ! need node || ! need npm || ! need git || ! need curl || ! need setpriv; then
+# c++: libFuzzer, which the fuzzing smoke links, is C++ built from source by libfuzzer-sys.
+if ! need node || ! need npm || ! need git || ! need curl || ! need setpriv || ! need c++; then
   if need apt-get; then
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends nodejs npm git curl util-linux ca-certificates >/dev/null
+    apt-get install -y -qq --no-install-recommends nodejs npm git curl util-linux ca-certificates g++ >/dev/null
   else
-    echo "install node, npm, git, curl and util-linux (setpriv) first" >&2
+    echo "install node, npm, git, curl, util-linux (setpriv) and a C++ compiler first" >&2
     exit 1
   fi
 fi
