@@ -188,6 +188,42 @@ pub struct Fleet {
 
 pub const DEFAULT_TIMEOUT_S: u64 = 60;
 
+impl Fleet {
+    /// The provider names this fleet mounts (servers, static providers, and servers that are
+    /// down because their config cannot be resolved).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .chain(self.statics.iter().map(|s| s.provider.as_str()))
+            .chain(self.unresolved.iter().map(|(n, _)| n.as_str()))
+    }
+
+    /// Adds another file's fleet to this one. A provider name that both already use is an
+    /// error: two providers under one name would share one index prefix and one egress owner,
+    /// and which one answered would depend on mounting order.
+    pub fn merge(&mut self, part: Fleet, from: &Path) -> Result<(), ConfigError> {
+        let taken: std::collections::BTreeSet<&str> = self.names().collect();
+        let clash: Vec<String> = part.names().filter(|n| taken.contains(n)).map(str::to_string).collect();
+        if !clash.is_empty() {
+            return Err(ConfigError::one(
+                from,
+                format!(
+                    "server name{} {} already used by another configuration file; rename one of them",
+                    if clash.len() == 1 { "" } else { "s" },
+                    clash.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        self.servers.extend(part.servers);
+        self.statics.extend(part.statics);
+        self.disabled.extend(part.disabled);
+        self.unresolved.extend(part.unresolved);
+        self.warnings.extend(part.warnings);
+        Ok(())
+    }
+}
+
 /// Reads and resolves one file.
 pub fn load(path: &Path, env: &dyn EnvSource) -> Result<Fleet, ConfigError> {
     let text = std::fs::read_to_string(path)
@@ -236,6 +272,13 @@ pub fn parse(text: &str, path: &Path, env: &dyn EnvSource) -> Result<Fleet, Conf
     json_comments::StripComments::new(text.as_bytes())
         .read_to_string(&mut stripped)
         .map_err(|e| ConfigError::one(path, format!("cannot read the MCP config: {e}")))?;
+    // `json_comments` blanks a block comment's line breaks too; put them back, so a line
+    // number after a multi-line `/* … */` is the file's.
+    let stripped: String = if stripped.len() == text.len() {
+        stripped.chars().zip(text.chars()).map(|(s, t)| if t == '\n' { '\n' } else { s }).collect()
+    } else {
+        stripped
+    };
     let stripped = blank_trailing_commas(stripped);
     let value: Value = serde_json::from_str(&stripped).map_err(|e| json_error(path, &stripped, e, None))?;
     let Value::Object(top) = &value else {
@@ -394,11 +437,18 @@ fn resolve_servers(
     fleet: &mut Fleet,
     problems: &mut Vec<ConfigProblem>,
 ) {
+    // Names that clean up the same way (`a.b` and `a_b`) would be one provider: refused.
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
     for (name, s) in raw {
         let at = format!("{section}.{name}");
         let clean = sanitize_name(&name);
         if clean.is_empty() {
             problems.push(problem(path, at, "a server needs a non-empty name".into(), None));
+            continue;
+        }
+        if let Some(first) = seen.insert(clean.clone(), name.clone()) {
+            let message = format!("servers `{first}` and `{name}` would both be indexed as `{clean}`");
+            problems.push(problem(path, at, message, Some("rename one of them".into())));
             continue;
         }
         if clean != name {
@@ -797,5 +847,32 @@ mod tests {
     fn unknown_shape() {
         let e = p(r#"{"mcpServer": {}}"#).unwrap_err().to_string();
         assert!(e.contains("did you mean `mcpServers`?"), "{e}");
+    }
+
+    #[test]
+    fn two_names_that_clean_up_alike_are_refused() {
+        // `a.b` would be indexed as `a_b`, the other server's name: one provider for two servers.
+        let text =
+            r#"{"mcpServers": {"a.b": {"command": "x", "sandbox": {"net": ["evil.test"]}}, "a_b": {"command": "y"}}}"#;
+        let e = parse(text, Path::new("mcp.json"), &env()).unwrap_err().to_string();
+        assert!(e.contains("servers `a.b` and `a_b` would both be indexed as `a_b`"), "{e}");
+    }
+
+    #[test]
+    fn merging_a_second_file_with_a_name_already_used_is_refused() {
+        let one = parse(r#"{"mcpServers": {"time": {"command": "x"}}}"#, Path::new("one.json"), &env()).unwrap();
+        let two = parse(r#"{"mcpServers": {"time": {"command": "y"}}}"#, Path::new("two.json"), &env()).unwrap();
+        let mut fleet = Fleet::default();
+        fleet.merge(one, Path::new("one.json")).unwrap();
+        let e = fleet.merge(two, Path::new("two.json")).unwrap_err().to_string();
+        assert!(e.starts_with("two.json: server name `time` already used"), "{e}");
+        assert_eq!(fleet.servers.len(), 1, "nothing of the refused file was added");
+    }
+
+    #[test]
+    fn a_typo_after_a_multi_line_comment_is_reported_on_its_own_line() {
+        let text = "{\"mcpServers\": {\n  /* a\n  b */\n  \"t\": {\"comand\": \"x\"}}}";
+        let e = parse(text, Path::new("mcp.json"), &env()).unwrap_err().to_string();
+        assert!(e.starts_with("mcp.json:4:"), "{e}");
     }
 }

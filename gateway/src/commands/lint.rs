@@ -209,8 +209,7 @@ async fn from_fleet(files: &[PathBuf]) -> Result<Catalog> {
     let mut fleet = crate::config::fleet::Fleet::default();
     for f in files {
         let part = crate::config::fleet::load(f, &ProcessEnv).map_err(|e| anyhow::anyhow!("{e}"))?;
-        fleet.servers.extend(part.servers);
-        fleet.statics.extend(part.statics);
+        fleet.merge(part, f).map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     let tmp = std::env::temp_dir().join(format!("axp-lint-{}", std::process::id()));
     let egress = Arc::new(crate::execution::egress::Egress::new(tmp.join("egress")));

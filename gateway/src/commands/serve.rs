@@ -394,11 +394,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     for f in args.mcp_config.iter().chain(settings.mcp_config.iter()) {
         match fleet::load(f, &ProcessEnv) {
             Ok(part) => {
-                fleet.servers.extend(part.servers);
-                fleet.statics.extend(part.statics);
-                fleet.disabled.extend(part.disabled);
-                fleet.unresolved.extend(part.unresolved);
-                fleet.warnings.extend(part.warnings);
+                if let Err(e) = fleet.merge(part, f) {
+                    problems.push(e.to_string());
+                }
             }
             Err(e) => problems.push(e.to_string()),
         }
