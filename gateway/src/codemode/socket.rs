@@ -1,7 +1,8 @@
 //! The per-job SDK socket: newline-delimited JSON-RPC 2.0 on a pathname unix socket that only
 //! this job's sandbox can see. Methods: `tools/call {name, arguments, cap_token}` (the result is
 //! the MCP `CallToolResult`) and `ping`. Requests on one connection may be in flight together
-//! (answered by `id`, in completion order).
+//! (answered by `id`, in completion order). Lines are read and answered through
+//! `axp_protocol::jsonrpc`, under the same rules as the HTTP endpoint.
 //!
 //! Every request must carry the job's own token, byte for byte: a process that reached the
 //! socket of another job (it should not be able to: the socket is mounted only into its own
@@ -15,6 +16,7 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use axp_audit::{Kind, digest_json};
+use axp_protocol::jsonrpc::{self, Id, Incoming, Response};
 use axp_protocol::methods::JobEventKind;
 use axp_protocol::{ErrorCode, RpcError, ToolCall};
 use axp_providers::{CancellationToken, EventSink};
@@ -130,7 +132,7 @@ async fn connection(gw: Weak<Gateway>, shared: Arc<Shared>, stream: tokio::net::
             Ok(l) => l,
             Err(e) => {
                 let err = RpcError::new(ErrorCode::ParseError, format!("cannot read the request: {e}"));
-                let _ = tx.send(json!({"jsonrpc": "2.0", "id": null, "error": err}).to_string());
+                let _ = tx.send(Response::err(Id::Null, err).to_string());
                 break;
             }
         };
@@ -150,29 +152,28 @@ async fn connection(gw: Weak<Gateway>, shared: Arc<Shared>, stream: tokio::net::
     let _ = writer.await;
 }
 
-/// The reply to one request line (`None` for a notification).
-async fn answer(gw: &Weak<Gateway>, shared: &Shared, line: &str) -> Option<Value> {
-    let msg: Value = match serde_json::from_str(line) {
-        Ok(v) => v,
-        Err(e) => {
-            let err = RpcError::new(ErrorCode::ParseError, format!("the request is not JSON: {e}"));
-            return Some(json!({"jsonrpc": "2.0", "id": null, "error": err}));
-        }
+/// The reply to one request line (`None` for a notification, and for a response: the socket
+/// asks the script nothing). The line is read by `axp_protocol::jsonrpc`, as the HTTP endpoint
+/// reads a body; a malformed message gets its error response.
+async fn answer(gw: &Weak<Gateway>, shared: &Shared, line: &str) -> Option<Response> {
+    let msg = match serde_json::from_str(line) {
+        Ok(v) => jsonrpc::parse_value(v),
+        Err(e) => Err(Response::err(Id::Null, RpcError::parse(format!("the request is not JSON: {e}")))),
     };
-    let id = msg.get("id").cloned()?;
-    let result = match msg.get("method").and_then(Value::as_str) {
-        Some("ping") => Ok(json!({})),
-        Some("tools/call") => match gw.upgrade() {
-            Some(gw) => nested_call(&gw, shared, msg.get("params").unwrap_or(&Value::Null)).await,
+    let req = match msg {
+        Ok(Incoming::Request(r)) => r,
+        Ok(Incoming::Notification(_) | Incoming::Response(_)) => return None,
+        Err(refusal) => return Some(refusal),
+    };
+    let result = match req.method.as_str() {
+        "ping" => Ok(json!({})),
+        "tools/call" => match gw.upgrade() {
+            Some(gw) => nested_call(&gw, shared, req.params.as_ref().unwrap_or(&Value::Null)).await,
             None => Err(RpcError::new(ErrorCode::ProviderUnavailable, "the gateway is shutting down")),
         },
-        Some(m) => Err(RpcError::method_not_found(m)),
-        None => Err(RpcError::invalid_request("`method` (a string) is required")),
+        m => Err(RpcError::method_not_found(m)),
     };
-    Some(match result {
-        Ok(r) => json!({"jsonrpc": "2.0", "id": id, "result": r}),
-        Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e}),
-    })
+    Some(Response::from_result(req.id, result))
 }
 
 /// Compares two tokens without an early exit on the first differing byte.

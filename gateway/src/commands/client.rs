@@ -1,7 +1,7 @@
-//! The human CLI against a running gateway (`axp index|describe|call|jobs|attach --url`): a
-//! plain JSON-RPC client over HTTP that keeps one session per gateway URL in the state dir, so
-//! `axp jobs` and `axp attach` see the jobs `axp call` started. Data goes to stdout, everything
-//! else to stderr.
+//! The human CLI against a running gateway (`axp index|describe|call|jobs|attach --url`): calls
+//! through `axp_client` and keeps one session per gateway URL in the state dir, so `axp jobs`
+//! and `axp attach` see the jobs `axp call` started. Data goes to stdout, everything else to
+//! stderr.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -21,10 +21,8 @@ struct Saved {
 }
 
 pub struct Client {
-    http: reqwest::Client,
-    url: String,
+    rpc: axp_client::Client,
     session: Option<Saved>,
-    next_id: i64,
     /// Sent as `Authorization: Bearer` when opening a session.
     operator_token: Option<String>,
 }
@@ -38,40 +36,41 @@ fn sessions_file() -> PathBuf {
     crate::commands::serve::default_state_dir().join("client-sessions.json")
 }
 
+/// What a person is told when a call never got an answer from the gateway at `url`.
+pub(crate) fn transport_error(e: axp_client::Error, url: &str) -> anyhow::Error {
+    match e {
+        axp_client::Error::Unreachable { source, .. } => anyhow!(source)
+            .context(format!("cannot reach the gateway at {url}\nhint: start it with `axp serve`, or pass --url")),
+        e @ axp_client::Error::NotJson { .. } => anyhow!(e).context("the gateway sent something that is not JSON"),
+        e @ axp_client::Error::NotAResponse { .. } => {
+            anyhow!(e).context("the gateway sent something that is not a JSON-RPC response")
+        }
+        e => anyhow!(e),
+    }
+}
+
 impl Client {
     pub fn new(args: &ClientArgs) -> Self {
         let saved = std::fs::read(sessions_file())
             .ok()
             .and_then(|b| serde_json::from_slice::<BTreeMap<String, Saved>>(&b).ok())
             .and_then(|m| m.get(&args.url).cloned());
-        Self {
-            http: reqwest::Client::new(),
-            url: args.url.clone(),
-            session: saved,
-            next_id: 1,
-            operator_token: args.operator_token.clone(),
-        }
+        Self { rpc: axp_client::Client::new(&args.url), session: saved, operator_token: args.operator_token.clone() }
     }
 
     async fn raw(&mut self, method: &str, params: Value) -> Result<Result<Value, Remote>> {
-        self.next_id += 1;
-        let body = json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
-        let mut req = self.http.post(&self.url).json(&body);
-        if let Some(s) = &self.session {
-            req = req.header("Mcp-Session-Id", &s.session_id).header("Axp-Capability", &s.cap_token);
-        } else if let Some(t) = &self.operator_token {
-            // Only `session.open` needs the operator; the session's token does the rest.
-            req = req.bearer_auth(t);
+        // The session's headers when there is one; otherwise the operator's token, which only
+        // `session.open` needs (the session's token does the rest).
+        let (session_id, cap_token, bearer) = match &self.session {
+            Some(s) => (Some(s.session_id.clone()), Some(s.cap_token.clone()), None),
+            None => (None, None, self.operator_token.clone()),
+        };
+        (self.rpc.session_id, self.rpc.cap_token, self.rpc.bearer) = (session_id, cap_token, bearer);
+        match self.rpc.call(method, params).await {
+            Ok(v) => Ok(Ok(v)),
+            Err(axp_client::Error::Rpc(e)) => Ok(Err(Remote(e))),
+            Err(e) => Err(transport_error(e, &self.rpc.url)),
         }
-        let resp = req.send().await.with_context(|| {
-            format!("cannot reach the gateway at {}\nhint: start it with `axp serve`, or pass --url", self.url)
-        })?;
-        let v: Value = resp.json().await.context("the gateway sent something that is not JSON")?;
-        if let Some(e) = v.get("error") {
-            let e: axp_protocol::RpcError = serde_json::from_value(e.clone())?;
-            return Ok(Err(Remote(e)));
-        }
-        Ok(Ok(v.get("result").cloned().unwrap_or(Value::Null)))
     }
 
     /// Calls `method` in this client's session, opening (and remembering) one when needed.
@@ -98,7 +97,7 @@ impl Client {
         let path = sessions_file();
         let mut all: BTreeMap<String, Saved> =
             std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
-        all.insert(self.url.clone(), saved.clone());
+        all.insert(self.rpc.url.clone(), saved.clone());
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }

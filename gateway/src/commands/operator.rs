@@ -2,10 +2,11 @@
 //! gateway, and `axp operator token|keygen` to make credentials. Policy changes are sent as
 //! signed single-use envelopes (`envelope.rs`) with the local key from the state dir or an
 //! operator's key file; a bearer token (`--token` / `AXP_OPERATOR_TOKEN`) is sent when given.
+//! The calls go through `axp_client`; only the signing is done here.
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
@@ -94,21 +95,12 @@ pub fn run_sync(cmd: OperatorCommand) -> Result<i32> {
 }
 
 async fn send(c: &OperatorClient, method: &str, params: Value) -> Result<Value> {
-    let mut req = reqwest::Client::new()
-        .post(&c.url)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
-    if let Some(t) = &c.token {
-        req = req.bearer_auth(t);
-    }
-    let resp = req.send().await.with_context(|| {
-        format!("cannot reach the gateway at {}\nhint: start it with `axp serve`, or pass --url", c.url)
-    })?;
-    let v: Value = resp.json().await.context("the gateway sent something that is not JSON")?;
-    if let Some(e) = v.get("error") {
-        let e: axp_protocol::RpcError = serde_json::from_value(e.clone())?;
-        return Err(anyhow!("{} ({})", e.reason(), e.code));
-    }
-    Ok(v.get("result").cloned().unwrap_or(Value::Null))
+    let mut rpc = axp_client::Client::new(&c.url);
+    rpc.bearer = c.token.clone();
+    rpc.call(method, params).await.map_err(|e| match e {
+        axp_client::Error::Rpc(e) => anyhow!("{} ({})", e.reason(), e.code),
+        e => crate::commands::client::transport_error(e, &c.url),
+    })
 }
 
 /// Signs `params` for `method` and sends it as `{envelope}`.

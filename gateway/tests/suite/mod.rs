@@ -1,4 +1,5 @@
-//! Shared harness: fixture paths, a running gateway process, and a tiny JSON-RPC client.
+//! Shared harness: fixture paths, a running gateway process, and `Rpc`, the tests' JSON-RPC
+//! client (a thin wrapper of `axp_client::Client`).
 
 pub mod approvals;
 pub mod attacks;
@@ -176,19 +177,20 @@ impl GwBuilder {
     }
 }
 
-/// A JSON-RPC client with an optional session.
+/// A JSON-RPC client with an optional session: `axp_client::Client` under the fields the tests
+/// set directly (a session as `(session id, capability token)`, either part empty to leave it
+/// out, and an operator bearer token).
 pub struct Rpc {
-    pub http: reqwest::Client,
     pub url: String,
     pub session: Option<(String, String)>,
     /// An operator bearer token sent as `Authorization: Bearer`.
     pub bearer: Option<String>,
-    id: i64,
+    client: axp_client::Client,
 }
 
 impl Rpc {
     pub fn new(url: &str) -> Self {
-        Self { http: reqwest::Client::new(), url: url.to_string(), session: None, bearer: None, id: 0 }
+        Self { url: url.to_string(), session: None, bearer: None, client: axp_client::Client::new(url) }
     }
 
     /// Opens a session with the given params and keeps it for later calls.
@@ -201,23 +203,12 @@ impl Rpc {
 
     /// The whole JSON-RPC response.
     pub async fn raw(&mut self, method: &str, params: Value) -> Value {
-        self.id += 1;
-        let mut req = self
-            .http
-            .post(&self.url)
-            .json(&json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params}));
-        if let Some((s, t)) = &self.session {
-            if !s.is_empty() {
-                req = req.header("Mcp-Session-Id", s);
-            }
-            if !t.is_empty() {
-                req = req.header("Axp-Capability", t);
-            }
-        }
-        if let Some(b) = &self.bearer {
-            req = req.bearer_auth(b);
-        }
-        req.send().await.unwrap().json().await.unwrap()
+        let c = &mut self.client;
+        c.url.clone_from(&self.url);
+        c.session_id = self.session.as_ref().map(|(s, _)| s.clone());
+        c.cap_token = self.session.as_ref().map(|(_, t)| t.clone());
+        c.bearer.clone_from(&self.bearer);
+        c.request(method, params).await.unwrap().message
     }
 
     pub async fn ok(&mut self, method: &str, params: Value) -> Value {
@@ -295,11 +286,9 @@ pub fn audit_json(state: &Path, args: &[&str]) -> String {
 
 /// An MCP `initialize` over HTTP, as a plain MCP client sends it; returns the `Mcp-Session-Id`.
 pub async fn mcp_initialize(url: &str) -> String {
-    let init = reqwest::Client::new()
-        .post(url)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
-        .send()
-        .await
-        .unwrap();
-    init.headers()["mcp-session-id"].to_str().unwrap().to_string()
+    let mut c = axp_client::Client::new(url);
+    let params =
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}});
+    let reply = c.request("initialize", params).await.unwrap();
+    reply.session_id.unwrap()
 }
