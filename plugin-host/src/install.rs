@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axp_protocol::ToolSpec;
-use axp_providers::{DynProvider, Launcher, ProcessPolicy};
+use axp_provider_api::{DynProvider, Launcher, ProcessPolicy};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -296,7 +296,7 @@ async fn probe(
             if p.info().id != manifest.id {
                 return Err(InstallError::IdMismatch { expected: manifest.id.clone(), found: p.info().id.clone() });
             }
-            let tools = axp_providers::Provider::tools(&p).await.unwrap_or_default();
+            let tools = axp_provider_api::Provider::tools(&p).await.unwrap_or_default();
             Ok((Arc::new(p), tools))
         }
         PluginKind::Dylib => {
@@ -306,7 +306,7 @@ async fn probe(
                 helper: ctx.helper.clone(),
                 policy: ProcessPolicy {
                     net: manifest.capabilities.net.clone(),
-                    net_scope: axp_providers::NetScope::Provider(manifest.id.clone()),
+                    net_scope: axp_provider_api::NetScope::Provider(manifest.id.clone()),
                     fs_read: fs_grants(manifest, ctx.workspace.as_deref())?.into_iter().map(|(host, _)| host).collect(),
                     ..Default::default()
                 },
@@ -315,7 +315,7 @@ async fn probe(
             };
             let p =
                 DylibProvider::new(cfg, ctx.launcher.clone()).await.map_err(|e| InstallError::Native(e.to_string()))?;
-            let tools = axp_providers::Provider::tools(&p).await.unwrap_or_default();
+            let tools = axp_provider_api::Provider::tools(&p).await.unwrap_or_default();
             Ok((Arc::new(p), tools))
         }
     }

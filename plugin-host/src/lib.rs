@@ -1,4 +1,4 @@
-//! `axp-plugin-host` runs provider plugins behind the [`axp_providers::Provider`] trait: WASM
+//! `axp-plugin-host` runs provider plugins behind the [`axp_provider_api::Provider`] trait: WASM
 //! components in wasmtime ([`wasm`]) and native libraries in a helper process ([`native`]). It
 //! verifies and installs plugins ([`install`]) against their manifests ([`manifest`]). It never
 //! decides which plugins a session may call (that is the gateway's policy), and it never gives a

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use axp_protocol::{ErrorCode as RpcCode, RpcError, ToolCall, ToolOutput, ToolSpec};
-use axp_providers::{
+use axp_provider_api::{
     CancellationToken, JobSink, Launcher, ProcessPolicy, ProcessSpec, Provider, ProviderError, ProviderEvent,
     ProviderId,
 };
@@ -44,11 +44,11 @@ pub const NATIVE_ABI_VERSION: u32 = 0x00_01_00;
 pub const PLUGIN_HOST_ARG: &str = "__plugin-host";
 /// The longest reply line the gateway reads from a helper, newline excluded: the same 16 MiB
 /// the gateway accepts as one answer from a remote MCP server
-/// ([`axp_providers::mcp::sse::MAX_EVENT_BYTES`]). A tool result with images can be large, but
+/// ([`axp_provider_api::MAX_MESSAGE_BYTES`]). A tool result with images can be large, but
 /// a helper must not make the gateway buffer without limit.
 /// The reply carries the plugin's result as an escaped JSON string, so the largest result is
 /// somewhat smaller.
-pub const MAX_REPLY_BYTES: usize = axp_providers::mcp::sse::MAX_EVENT_BYTES;
+pub const MAX_REPLY_BYTES: usize = axp_provider_api::MAX_MESSAGE_BYTES;
 /// How long a helper that ended its output is given to exit before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
 
@@ -478,7 +478,7 @@ impl DylibProvider {
         };
         let mut cmd = launcher.command(&spec)?;
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
-        let mut child = axp_providers::spawn(cmd)
+        let mut child = axp_provider_api::spawn(cmd)
             .await
             .map_err(|e| ProviderError::io(format!("starting the plugin host for `{}`", self.id), e))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use axp_protocol::{ErrorCode as RpcCode, RpcError, ToolCall, ToolOutput, ToolSpec};
-use axp_providers::{CancellationToken, JobSink, Provider, ProviderError, ProviderId};
+use axp_provider_api::{CancellationToken, JobSink, Provider, ProviderError, ProviderId};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, UpdateDeadline,
