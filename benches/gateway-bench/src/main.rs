@@ -1,12 +1,12 @@
 //! gateway-bench: measures what `axp serve` adds to an MCP tool call. It drives
 //! server-everything's `echo` tool (a) directly over stdio with its own minimal newline-delimited
 //! JSON-RPC client (8 in-flight requests multiplexed by id over the one pipe for concurrency) and
-//! (b) through a running `axp serve` over HTTP with a plain JSON-RPC client on keep-alive
-//! connections (one connection per client), sequentially and with N concurrent clients, in the
-//! same run, and prints calls/s, p50 and p99 of each and their ratios. It also times `ping` and
-//! `axp.index` through the gateway (no upstream involved) to separate HTTP+dispatch cost from
-//! MCP proxying, and reports CPU time per call of the client, the gateway and the MCP server
-//! from /proc.
+//! (b) through a running `axp serve` over HTTP with `axp_client`, the workspace's JSON-RPC
+//! client, on keep-alive connections (one connection per client), sequentially and with N
+//! concurrent clients, in the same run, and prints calls/s, p50 and p99 of each and their
+//! ratios. It also times `ping` and `axp.index` through the gateway (no upstream involved) to
+//! separate HTTP+dispatch cost from MCP proxying, and reports CPU time per call of the client,
+//! the gateway and the MCP server from /proc.
 //!
 //! The same run also measures a floor: this binary re-run as `--relay`, a minimal axum server
 //! that forwards each JSON-RPC body to its own server-everything over stdio and returns the
@@ -26,6 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use axp_client::{Client, Reply};
+use axp_protocol::jsonrpc::{Id, Request};
 use clap::Parser;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -193,69 +195,20 @@ impl StdioClient {
 // HTTP client of the gateway.
 // ---------------------------------------------------------------------------------------------
 
-/// A plain JSON-RPC-over-HTTP client with its own keep-alive connection and, once initialized,
-/// its own gateway session (sent as `Mcp-Session-Id`).
-struct HttpClient {
-    http: reqwest::Client,
-    url: String,
-    session: Option<String>,
-    next_id: u64,
+/// A client of the gateway (or of the floor relay): `axp_client` on its own keep-alive
+/// connection and, once initialized, its own gateway session (sent as `Mcp-Session-Id`).
+fn http_client(url: &str) -> Result<Client> {
+    Ok(Client::keep_alive(url)?.accept_event_stream())
 }
 
-impl HttpClient {
-    fn new(url: &str) -> Result<Self> {
-        let http = reqwest::Client::builder().no_proxy().tcp_nodelay(true).pool_max_idle_per_host(1).build()?;
-        Ok(Self { http, url: url.to_string(), session: None, next_id: 1 })
-    }
-
-    async fn post(&self, body: &Value) -> Result<reqwest::Response> {
-        let mut req = self
-            .http
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(serde_json::to_vec(body)?);
-        if let Some(s) = &self.session {
-            req = req.header("mcp-session-id", s);
-        }
-        Ok(req.send().await?)
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Result<Value> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let resp = self.post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
-        let status = resp.status();
-        let bytes = resp.bytes().await?;
-        let msg: Value = serde_json::from_slice(&bytes).with_context(|| {
-            format!(
-                "`{method}` answered HTTP {status} with a body that is not JSON: {}",
-                String::from_utf8_lossy(&bytes)
-            )
-        })?;
-        take_result(msg)
-    }
-
-    async fn initialize(&mut self) -> Result<()> {
-        let resp = self
-            .post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-                           "clientInfo": {"name": "gateway-bench", "version": "0"}}}))
-            .await?;
-        let session = resp
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-            .context("the gateway's initialize answer has no Mcp-Session-Id header")?;
-        take_result(resp.json().await?)?;
-        self.session = Some(session);
-        let r = self.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await?;
-        if !r.status().is_success() {
-            bail!("notifications/initialized answered HTTP {}", r.status());
-        }
-        Ok(())
-    }
+/// MCP's handshake: `initialize` (the client keeps the session it names), then
+/// `notifications/initialized`.
+async fn initialize(c: &mut Client) -> Result<()> {
+    c.initialize(json!({"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                        "clientInfo": {"name": "gateway-bench", "version": "0"}}))
+        .await?;
+    c.notify("notifications/initialized", json!({})).await?;
+    Ok(())
 }
 
 fn take_result(msg: Value) -> Result<Value> {
@@ -635,10 +588,10 @@ async fn run(args: Args) -> Result<()> {
         let (child, relay_url) = start_relay(&args).await?;
         let mut clients = Vec::new();
         for _ in 0..n {
-            clients.push(HttpClient::new(&relay_url)?);
+            clients.push(http_client(&relay_url)?);
         }
         for _ in 0..args.warmup {
-            check_echo(&clients[0].request("tools/call", echo_params()).await?)?;
+            check_echo(&clients[0].call("tools/call", echo_params()).await?)?;
         }
         Some((child, clients))
     };
@@ -648,8 +601,8 @@ async fn run(args: Args) -> Result<()> {
     };
     // The relay is measured like the gateway: its own CPU as "gateway", its server's as "server".
     let floor_pid = floor_child.as_ref().and_then(Child::id);
-    let floor_call = |mut c: HttpClient| async move {
-        let r = c.request("tools/call", echo_params()).await;
+    let floor_call = |mut c: Client| async move {
+        let r = c.call("tools/call", echo_params()).await.map_err(anyhow::Error::from);
         let r = r.and_then(|v| check_echo(&v));
         (c, r)
     };
@@ -662,16 +615,16 @@ async fn run(args: Args) -> Result<()> {
     // --- (b) through the gateway ------------------------------------------------------------
     let mut gw_clients = Vec::new();
     for _ in 0..n {
-        let mut c = HttpClient::new(&url)?;
-        c.initialize().await?;
+        let mut c = http_client(&url)?;
+        initialize(&mut c).await?;
         gw_clients.push(c);
     }
     for _ in 0..args.warmup {
         let c = &mut gw_clients[0];
-        check_echo(&c.request("tools/call", gw_echo_params()).await?)?;
+        check_echo(&c.call("tools/call", gw_echo_params()).await?)?;
     }
-    let gw_call = |mut c: HttpClient| async move {
-        let r = c.request("tools/call", gw_echo_params()).await;
+    let gw_call = |mut c: Client| async move {
+        let r = c.call("tools/call", gw_echo_params()).await.map_err(anyhow::Error::from);
         let r = r.and_then(|v| check_echo(&v));
         (c, r)
     };
@@ -739,12 +692,12 @@ async fn run(args: Args) -> Result<()> {
     }
 
     // --- the gateway without the upstream ---------------------------------------------------
-    let ping = |mut c: HttpClient| async move {
-        let r = c.request("ping", json!({})).await.map(|_| ());
+    let ping = |mut c: Client| async move {
+        let r = c.call("ping", json!({})).await.map(|_| ()).map_err(anyhow::Error::from);
         (c, r)
     };
-    let index = |mut c: HttpClient| async move {
-        let r = c.request("axp.index", json!({})).await.and_then(|v| {
+    let index = |mut c: Client| async move {
+        let r = c.call("axp.index", json!({})).await.map_err(anyhow::Error::from).and_then(|v| {
             if v.to_string().contains("everything__echo") {
                 Ok(())
             } else {
@@ -760,20 +713,14 @@ async fn run(args: Args) -> Result<()> {
     gw_clients.extend(back);
     let gw_clients = measure!(format!("gateway ping, {n} clients"), gw_clients, args.per_client, ping, true);
     // A stateless MCP client (no Mcp-Session-Id): the gateway opens a session per call.
-    let stateless = |c: HttpClient| async move {
-        let r = c.post(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": gw_echo_params()})).await;
-        let r = match r {
-            Ok(resp) => match resp.json::<Value>().await {
-                Ok(v) => take_result(v).and_then(|v| check_echo(&v)),
-                Err(e) => Err(e.into()),
-            },
-            Err(e) => Err(e),
-        };
+    let stateless = |c: Client| async move {
+        let r = c.post(&Request::new(Id::Num(1), "tools/call", gw_echo_params())).await.and_then(Reply::into_result);
+        let r = r.map_err(anyhow::Error::from).and_then(|v| check_echo(&v));
         (c, r)
     };
     let _ = measure!(
         "gateway HTTP, 1 client, no session".into(),
-        vec![HttpClient::new(&url)?],
+        vec![http_client(&url)?],
         args.stateless,
         stateless,
         true
