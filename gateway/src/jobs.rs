@@ -13,14 +13,15 @@ use std::time::Duration;
 
 use axp_protocol::methods::{JobEvent, JobEventKind, JobState};
 use axp_protocol::{ErrorCode, RpcError, ToolCall, ToolOutput};
-use axp_providers::{CancellationToken, EventSink, Launcher, ProcessSpec, ProviderError};
+use axp_providers::runner::{Capture, Ended, Process, exit_event, failed_event};
+use axp_providers::{CancellationToken, EventSink, JobSink, Launcher, ProcessSpec, ProviderError};
 use axp_store::{JobLog, JobRecord, Started, Store};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 
 use crate::registry::Resolved;
-use crate::util::{Utf8Chunker, internal, now_ms};
+use crate::util::{internal, now_ms};
 
 /// What a job runs.
 pub enum Work {
@@ -370,14 +371,8 @@ impl Jobs {
                     *lock(&live.pid) = None;
                     *lock(&live.terminal) = None;
                     match end {
-                        crate::pty::End::Exited(status) => exit_event(Ok(status)),
-                        crate::pty::End::Cancelled => JobEventKind::Exit {
-                            state: JobState::Killed,
-                            code: None,
-                            signal: Some(live.stop_reason().into()),
-                            error: None,
-                        },
-                        crate::pty::End::Failed(reason) => failed_event(reason),
+                        Ok(ended) => ended_event(ended, &live),
+                        Err(reason) => failed_event(reason),
                     }
                 }
             };
@@ -855,13 +850,13 @@ async fn run_command(
         Ok(c) => c,
         Err(e) => return failed(format!("cannot prepare the command: {e}")),
     };
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
-    let mut child = match axp_providers::spawn(cmd).await {
-        Ok(c) => c,
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut process = match Process::spawn(cmd).await {
+        Ok(p) => p,
         Err(e) => return failed(format!("cannot start `{}`: {e}", spec.program)),
     };
-    *lock(&live.pid) = child.id();
-    if let (Some(mut stdin), Some(mut rx)) = (child.stdin.take(), stdin_rx) {
+    *lock(&live.pid) = process.id();
+    if let (Some(mut stdin), Some(mut rx)) = (process.take_stdin(), stdin_rx) {
         tokio::spawn(async move {
             while let Some(msg) = rx.recv().await {
                 match msg {
@@ -876,91 +871,27 @@ async fn run_command(
             }
         });
     }
-    let out = child.stdout.take().map(|r| tokio::spawn(pump(r, sink.clone(), false)));
-    let err = child.stderr.take().map(|r| tokio::spawn(pump(r, sink.clone(), true)));
-    let status = tokio::select! {
-        s = child.wait() => s,
-        _ = cancel.cancelled() => {
-            kill_group(child.id());
-            let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
-            let _ = child.kill().await;
-            for h in [out, err].into_iter().flatten() { let _ = h.await; }
-            *lock(&live.stdin) = None;
-            return JobEventKind::Exit {
-                state: JobState::Killed,
-                code: None,
-                signal: Some(live.stop_reason().into()),
-                error: None,
-            };
-        }
-    };
-    // Drain the pipes fully before the exit event, so output always precedes it in the log.
-    for h in [out, err].into_iter().flatten() {
-        let _ = h.await;
-    }
+    let sink: JobSink = sink;
+    process.pump_pipes(&sink, Capture::stream(CHUNK), Capture::stream(CHUNK));
+    // The runner returns once the output is settled, so output always precedes the exit event
+    // in the log; a background process still holding a pipe is killed with the group.
+    let finished = process.wait(&cancel, None).await;
     *lock(&live.stdin) = None;
     *lock(&live.pid) = None;
-    exit_event(status)
+    ended_event(finished.ended, &live)
 }
 
-/// The exit event of a job whose process could not be run.
-fn failed_event(reason: String) -> JobEventKind {
-    JobEventKind::Exit {
-        state: JobState::Failed,
-        code: None,
-        signal: None,
-        error: serde_json::to_value(RpcError::new(ErrorCode::InvalidParams, reason)).ok(),
-    }
-}
-
-/// The exit event of a process that ended (or could not be waited for).
-fn exit_event(status: std::io::Result<std::process::ExitStatus>) -> JobEventKind {
-    let failed = failed_event;
-    match status {
-        Ok(st) => {
-            use std::os::unix::process::ExitStatusExt;
-            match (st.code(), st.signal()) {
-                (Some(code), _) => {
-                    JobEventKind::Exit { state: JobState::Exited, code: Some(code), signal: None, error: None }
-                }
-                (None, Some(sig)) => JobEventKind::Exit {
-                    state: JobState::Killed,
-                    code: None,
-                    signal: Some(nix::sys::signal::Signal::try_from(sig).map_or(sig.to_string(), |s| s.to_string())),
-                    error: None,
-                },
-                (None, None) => failed("the process ended without a status".into()),
-            }
-        }
-        Err(e) => failed(format!("waiting for the process failed: {e}")),
-    }
-}
-
-fn kill_group(pid: Option<u32>) {
-    if let Some(pid) = pid {
-        let pgid = nix::unistd::Pid::from_raw(-(pid as i32));
-        let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGTERM);
-        let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
-    }
-}
-
-async fn pump(mut r: impl tokio::io::AsyncRead + Unpin, sink: Arc<LogSink>, stderr: bool) {
-    let mut buf = vec![0u8; CHUNK];
-    let mut dec = Utf8Chunker::default();
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let data = dec.push(&buf[..n]);
-                if !data.is_empty() {
-                    sink.emit(if stderr { JobEventKind::Stderr { data } } else { JobEventKind::Stdout { data } });
-                }
-            }
-        }
-    }
-    let rest = dec.finish();
-    if !rest.is_empty() {
-        sink.emit(if stderr { JobEventKind::Stderr { data: rest } } else { JobEventKind::Stdout { data: rest } });
+/// The exit event of a job's process that ran: how it ended, or why it was stopped.
+fn ended_event(ended: Ended, live: &Live) -> JobEventKind {
+    match ended {
+        Ended::Exited(status) => exit_event(&status),
+        Ended::Cancelled | Ended::TimedOut => JobEventKind::Exit {
+            state: JobState::Killed,
+            code: None,
+            signal: Some(live.stop_reason().into()),
+            error: None,
+        },
+        Ended::WaitFailed(e) => failed_event(format!("waiting for the process failed: {e}")),
     }
 }
 

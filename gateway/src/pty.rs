@@ -11,31 +11,26 @@
 //! dispatcher checks `pty.open`) and never runs anything outside the launcher it is given. The
 //! pair is opened with `posix_openpt` + `TIOCGPTPEER` (rustix), so no `/dev/pts` path is looked
 //! up, and both ends are close-on-exec: only the three standard descriptors reach the child.
+//! Spawning, reading, stopping and reaping are the process runner's (`axp_providers::runner`),
+//! with the same cancel, grace and kill semantics as every other job.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::process::{ExitStatus, Stdio};
+use std::pin::Pin;
+use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::{Context, Poll, ready};
 
-use axp_protocol::methods::JobEventKind;
+use axp_providers::runner::{Capture, Ended, Process, Stream};
 use axp_providers::{CancellationToken, JobSink, Launcher, ProcessSpec};
 use rustix::pty::OpenptFlags;
 use rustix::termios::Winsize;
 use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
-
-use crate::util::Utf8Chunker;
 
 /// The controlling side of a job's terminal.
 pub struct Terminal {
     master: AsyncFd<OwnedFd>,
-}
-
-/// How a PTY job's process ended.
-pub enum End {
-    Exited(ExitStatus),
-    Cancelled,
-    Failed(String),
 }
 
 /// Largest terminal the gateway accepts (rows and columns).
@@ -84,35 +79,32 @@ impl Terminal {
         }
         Ok(())
     }
+}
 
-    /// Reads until the last holder of the child side closes it (EIO), appending `pty` events.
-    async fn pump(&self, sink: JobSink) {
-        let mut buf = vec![0u8; 16 * 1024];
-        let mut dec = Utf8Chunker::default();
+/// The controlling side of a terminal as a byte stream for the runner's reader. A read fails with
+/// EIO once the last holder of the child side has closed it, which ends the stream.
+struct TerminalReader(Arc<Terminal>);
+
+impl AsyncRead for TerminalReader {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         loop {
-            let Ok(mut guard) = self.master.readable().await else { break };
-            match guard.try_io(|fd| Ok(rustix::io::read(fd.get_ref(), &mut buf[..])?)) {
-                Ok(Ok(0)) => break,
+            let mut guard = ready!(self.0.master.poll_read_ready(cx))?;
+            let unfilled = buf.initialize_unfilled();
+            match guard.try_io(|fd| Ok(rustix::io::read(fd.get_ref(), &mut *unfilled)?)) {
                 Ok(Ok(n)) => {
-                    let data = dec.push(&buf[..n]);
-                    if !data.is_empty() {
-                        sink.emit(JobEventKind::Pty { data });
-                    }
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
                 }
-                // EIO: every descriptor of the child side is closed (the job's processes are gone).
-                Ok(Err(_)) => break,
+                Ok(Err(e)) => return Poll::Ready(Err(e)),
                 Err(_would_block) => continue,
             }
-        }
-        let rest = dec.finish();
-        if !rest.is_empty() {
-            sink.emit(JobEventKind::Pty { data: rest });
         }
     }
 }
 
 /// Runs `spec` on a new terminal of `size` (rows, cols) until it ends or `cancel` fires.
-/// `started` receives the sandbox's pid and the terminal once the process runs.
+/// `started` receives the sandbox's pid and the terminal once the process runs. Returns how the
+/// process ended once everything the terminal printed is in `sink`, or why it could not run.
 pub async fn run(
     spec: &ProcessSpec,
     launcher: Arc<dyn Launcher>,
@@ -121,44 +113,28 @@ pub async fn run(
     stdin_rx: Option<mpsc::Receiver<Option<Vec<u8>>>>,
     cancel: CancellationToken,
     started: impl FnOnce(Option<u32>, Arc<Terminal>),
-) -> End {
-    let (master, slave) = match open_pair(rows, cols) {
-        Ok(p) => p,
-        Err(e) => return End::Failed(format!("cannot open a pseudo-terminal: {e}")),
-    };
-    let mut cmd = match launcher.terminal_command(spec) {
-        Ok(c) => c,
-        Err(e) => return End::Failed(format!("cannot prepare the command: {e}")),
-    };
+) -> Result<Ended, String> {
+    let (master, slave) = open_pair(rows, cols).map_err(|e| format!("cannot open a pseudo-terminal: {e}"))?;
+    let mut cmd = launcher.terminal_command(spec).map_err(|e| format!("cannot prepare the command: {e}"))?;
     let stdio = |fd: &OwnedFd| fd.as_fd().try_clone_to_owned().map(Stdio::from);
     match (stdio(&slave), stdio(&slave)) {
         (Ok(a), Ok(b)) => {
             cmd.stdin(a).stdout(b).stderr(Stdio::from(slave));
         }
-        (Err(e), _) | (_, Err(e)) => return End::Failed(format!("cannot share the terminal: {e}")),
+        (Err(e), _) | (_, Err(e)) => return Err(format!("cannot share the terminal: {e}")),
     }
-    cmd.process_group(0).kill_on_drop(true);
     // The command holds copies of the child side; the spawner drops it once the child is
     // forked, or reading the controlling side would never see the end of the job.
-    let spawned = axp_providers::spawn(cmd).await;
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => return End::Failed(format!("cannot start `{}`: {e}", spec.program)),
-    };
+    let mut process = Process::spawn(cmd).await.map_err(|e| format!("cannot start `{}`: {e}", spec.program))?;
     // `AsyncFd::new` is deprecated because a registered *borrowed* descriptor could be closed
     // behind tokio's back; here the `OwnedFd` moves into the `AsyncFd`, which is its only owner
     // until it is dropped, so the registration cannot outlive the descriptor. (`register`, the
     // replacement, is an `unsafe fn`, which this crate does not allow.)
     #[allow(deprecated)]
     let registered = AsyncFd::new(master);
-    let term = match registered {
-        Ok(m) => Arc::new(Terminal { master: m }),
-        Err(e) => {
-            let _ = child.kill().await;
-            return End::Failed(format!("cannot watch the terminal: {e}"));
-        }
-    };
-    started(child.id(), term.clone());
+    // On failure, dropping `process` kills its group.
+    let term = Arc::new(Terminal { master: registered.map_err(|e| format!("cannot watch the terminal: {e}"))? });
+    started(process.id(), term.clone());
     let writer = stdin_rx.map(|mut rx| {
         let t = term.clone();
         tokio::spawn(async move {
@@ -171,33 +147,13 @@ pub async fn run(
             }
         })
     });
-    let reader = {
-        let t = term.clone();
-        tokio::spawn(async move { t.pump(sink).await })
-    };
-    let end = tokio::select! {
-        s = child.wait() => match s {
-            Ok(st) => End::Exited(st),
-            Err(e) => End::Failed(format!("waiting for the process failed: {e}")),
-        },
-        _ = cancel.cancelled() => {
-            if let Some(pid) = child.id() {
-                let pgid = nix::unistd::Pid::from_raw(-(pid as i32));
-                let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGTERM);
-            }
-            let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
-            let _ = child.kill().await;
-            End::Cancelled
-        }
-    };
-    // Everything the terminal printed precedes the exit event; the sandbox's pid namespace is
-    // gone once its exec process ended, so the child side closes promptly.
-    let mut reader = reader;
-    if tokio::time::timeout(Duration::from_secs(5), &mut reader).await.is_err() {
-        reader.abort();
-    }
+    process.pump(TerminalReader(term), Stream::Terminal, Capture::stream(16 * 1024), sink);
+    // Everything the terminal printed precedes the exit event: the runner returns once its
+    // reader has stopped. The sandbox's pid namespace is gone once its exec process ended, so
+    // the child side closes promptly.
+    let finished = process.wait(&cancel, None).await;
     if let Some(w) = writer {
         w.abort();
     }
-    end
+    Ok(finished.ended)
 }

@@ -22,6 +22,7 @@ pub mod operators;
 pub mod plugins;
 pub mod pty;
 pub mod quotas;
+pub mod runner;
 pub mod sessions;
 pub mod skills;
 pub mod writes;
