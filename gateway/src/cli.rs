@@ -2,7 +2,7 @@
 //! `commands/`. Internal entries (`__sandbox-exec`, `__plugin-host`, `__egress-proxy`) are
 //! dispatched in `main` before clap runs.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 /// AXP: a gateway that gives AI agents a sandboxed, streaming place to run code and use tools.
 #[derive(Debug, Parser)]
@@ -26,15 +26,15 @@ pub enum Command {
     /// Serve tools to agents over HTTP (`/axp`, MCP-compatible) or stdio.
     Serve(crate::commands::serve::ServeArgs),
     /// List tools of a running gateway, or search them with QUERY.
-    Index(IndexArgs),
+    Index(crate::commands::client::IndexArgs),
     /// Show a tool's full description, signature and schema.
-    Describe(DescribeArgs),
+    Describe(crate::commands::client::DescribeArgs),
     /// Call a tool and stream its job's output.
-    Call(CallArgs),
+    Call(crate::commands::client::CallArgs),
     /// List this client's jobs on a running gateway.
-    Jobs(ClientArgs),
+    Jobs(crate::commands::client::ClientArgs),
     /// Re-read a job's event log from a sequence number, following it until it ends.
-    Attach(AttachArgs),
+    Attach(crate::commands::client::AttachArgs),
     /// Inspect or use the kernel sandbox directly.
     #[command(subcommand)]
     Sandbox(crate::commands::sandbox::SandboxCommand),
@@ -59,54 +59,4 @@ pub enum Command {
     /// Make operator credentials (bearer tokens, signing keys).
     #[command(subcommand)]
     Operator(crate::commands::operator::OperatorCommand),
-}
-
-#[derive(Debug, Args, Clone)]
-pub struct ClientArgs {
-    /// The gateway's endpoint.
-    #[arg(long, env = "AXP_URL", default_value = "http://127.0.0.1:7878/axp")]
-    pub url: String,
-    /// Print raw JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// An operator bearer token for opening the session (when the gateway has [[operators]]).
-    #[arg(long = "operator-token", env = "AXP_OPERATOR_TOKEN", hide_env_values = true)]
-    pub operator_token: Option<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct IndexArgs {
-    /// Words to search for (BM25 over names, descriptions and parameters).
-    pub query: Vec<String>,
-    #[arg(long, default_value_t = 100)]
-    pub limit: usize,
-    #[command(flatten)]
-    pub client: ClientArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct DescribeArgs {
-    pub name: String,
-    #[command(flatten)]
-    pub client: ClientArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct CallArgs {
-    pub name: String,
-    /// Arguments as a JSON object.
-    #[arg(long, default_value = "{}")]
-    pub args: String,
-    #[command(flatten)]
-    pub client: ClientArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct AttachArgs {
-    pub job_id: String,
-    /// First sequence number to read.
-    #[arg(long, default_value_t = 0)]
-    pub from: u64,
-    #[command(flatten)]
-    pub client: ClientArgs,
 }

@@ -13,22 +13,13 @@ pub mod cli;
 mod codemode;
 mod commands;
 mod config;
-mod dispatch;
 mod execution;
 mod gateway;
-mod jobs;
 mod metrics;
-mod pty;
 mod router;
 mod transport;
 mod util;
 mod watch;
-
-// The old paths of modules that moved into folders, for the files still being edited under
-// them (jobs, pty, the CLI client, operator commands, the code-mode socket).
-use auth::{envelope, operators, quotas};
-use catalog::registry;
-use execution::writes;
 
 use std::process::ExitCode;
 

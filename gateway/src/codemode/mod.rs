@@ -29,8 +29,8 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::auth::session::Session;
+use crate::execution::jobs::Work;
 use crate::gateway::Gateway;
-use crate::jobs::Work;
 use crate::util::{internal, now_ms};
 
 pub use sdk::Language;

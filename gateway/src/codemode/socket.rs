@@ -28,8 +28,8 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
-use crate::dispatch::Gateway;
-use crate::jobs::provider_error_to_rpc;
+use crate::execution::jobs::provider_error_to_rpc;
+use crate::gateway::Gateway;
 
 /// Longest request line (the arguments of one call).
 const MAX_LINE: usize = 8 << 20;

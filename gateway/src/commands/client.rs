@@ -3,6 +3,7 @@
 //! and `axp attach` see the jobs `axp call` started. Data goes to stdout, everything else to
 //! stderr.
 
+use clap::Args;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -12,7 +13,55 @@ use axp_protocol::ErrorCode;
 use axp_protocol::methods::{JobEvent, JobEventKind, JobState};
 use serde_json::{Value, json};
 
-use crate::cli::{AttachArgs, CallArgs, ClientArgs, DescribeArgs, IndexArgs};
+#[derive(Debug, Args, Clone)]
+pub struct ClientArgs {
+    /// The gateway's endpoint.
+    #[arg(long, env = "AXP_URL", default_value = "http://127.0.0.1:7878/axp")]
+    pub url: String,
+    /// Print raw JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// An operator bearer token for opening the session (when the gateway has [[operators]]).
+    #[arg(long = "operator-token", env = "AXP_OPERATOR_TOKEN", hide_env_values = true)]
+    pub operator_token: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// Words to search for (BM25 over names, descriptions and parameters).
+    pub query: Vec<String>,
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    pub name: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    pub name: String,
+    /// Arguments as a JSON object.
+    #[arg(long, default_value = "{}")]
+    pub args: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    pub job_id: String,
+    /// First sequence number to read.
+    #[arg(long, default_value_t = 0)]
+    pub from: u64,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Saved {

@@ -242,7 +242,7 @@ async fn from_fleet(files: &[PathBuf]) -> Result<Catalog> {
 
 /// Lists a running gateway's tools through `axp.index` + `axp.describe`.
 async fn from_gateway(url: &str) -> Result<Catalog> {
-    let mut c = crate::commands::client::Client::new(&crate::cli::ClientArgs {
+    let mut c = crate::commands::client::Client::new(&crate::commands::client::ClientArgs {
         url: url.to_string(),
         json: false,
         operator_token: std::env::var("AXP_OPERATOR_TOKEN").ok(),

@@ -10,7 +10,7 @@ use anyhow::{Result, anyhow};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use crate::envelope::{Envelope, LOCAL_KEY_FILE, LOCAL_OPERATOR};
+use crate::auth::envelope::{Envelope, LOCAL_KEY_FILE, LOCAL_OPERATOR};
 
 #[derive(Debug, Args, Clone)]
 pub struct OperatorClient {
@@ -77,7 +77,7 @@ pub enum OperatorCommand {
 pub fn run_sync(cmd: OperatorCommand) -> Result<i32> {
     match cmd {
         OperatorCommand::Token => {
-            let (token, hash) = crate::operators::new_token();
+            let (token, hash) = crate::auth::operators::new_token();
             println!("{token}");
             eprintln!(
                 "add to axp.toml:\n[[operators]]\nname = \"…\"\ntoken_sha256 = \"{hash}\"\ncapabilities = [\"tool(*)\"]"
@@ -85,8 +85,8 @@ pub fn run_sync(cmd: OperatorCommand) -> Result<i32> {
             Ok(0)
         }
         OperatorCommand::Keygen { out } => {
-            let (pkcs8, public) = crate::envelope::generate()?;
-            crate::envelope::write_key(&out, &pkcs8)?;
+            let (pkcs8, public) = crate::auth::envelope::generate()?;
+            crate::auth::envelope::write_key(&out, &pkcs8)?;
             println!("{public}");
             eprintln!("wrote {}; add to the operator's entry in axp.toml:\npublic_key = \"{public}\"", out.display());
             Ok(0)
@@ -109,7 +109,7 @@ async fn signed(c: &OperatorClient, method: &str, params: Value) -> Result<Value
         Some(k) => k.clone(),
         None => c.state_dir.clone().unwrap_or_else(crate::commands::serve::default_state_dir).join(LOCAL_KEY_FILE),
     };
-    let key = crate::envelope::read_key(&key_path).map_err(|e| {
+    let key = crate::auth::envelope::read_key(&key_path).map_err(|e| {
         anyhow!(
             "{e:#}\nhint: run on the gateway's host (its state dir holds the local key), or pass --key and --operator"
         )

@@ -22,8 +22,8 @@ use crate::config::env::ProcessEnv;
 use crate::config::fleet::{self, Fleet};
 use crate::config::settings::{self, Settings};
 use crate::execution::egress::Egress;
+use crate::execution::jobs::Jobs;
 use crate::gateway::{Gateway, Options};
-use crate::jobs::Jobs;
 use crate::metrics::Metrics;
 
 #[derive(Debug, Args)]

@@ -14,7 +14,7 @@ use axp_sandbox::{Layers, Policy};
 
 use crate::auth::session::{Session, denied};
 use crate::execution::egress::{Egress, SANDBOX_PROXY_PORT};
-use crate::jobs::resolve_cwd;
+use crate::execution::jobs::resolve_cwd;
 use serde_json::{Value, json};
 
 /// The layers in force, or why `kernel-lsm` cannot be granted; and its launcher.

@@ -152,17 +152,17 @@ impl Writes {
 
     /// The directories a job's writes are looked for in: a command's writable paths, or the
     /// workspace of a tool that can write.
-    pub fn roots(&self, work: &crate::jobs::Work) -> Vec<PathBuf> {
+    pub fn roots(&self, work: &crate::execution::jobs::Work) -> Vec<PathBuf> {
         match work {
-            crate::jobs::Work::Command { spec, .. }
-            | crate::jobs::Work::Code { spec, .. }
-            | crate::jobs::Work::Pty { spec, .. } => spec.policy.fs_write.clone(),
-            crate::jobs::Work::Tool { resolved, cwd: Some(ws), .. }
+            crate::execution::jobs::Work::Command { spec, .. }
+            | crate::execution::jobs::Work::Code { spec, .. }
+            | crate::execution::jobs::Work::Pty { spec, .. } => spec.policy.fs_write.clone(),
+            crate::execution::jobs::Work::Tool { resolved, cwd: Some(ws), .. }
                 if self.tools.iter().any(|g| axp_protocol::capability::glob_matches(g, &resolved.entry.name)) =>
             {
                 vec![ws.clone()]
             }
-            crate::jobs::Work::Tool { .. } => Vec::new(),
+            crate::execution::jobs::Work::Tool { .. } => Vec::new(),
         }
     }
 

@@ -13,13 +13,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axp_audit::{AuditLog, Kind};
+use axp_protocol::jsonrpc::Notification;
 use axp_protocol::{ErrorCode, RpcError};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
 use crate::auth::session::{Session, Sessions, denied};
 use crate::catalog::registry::{Registry, unknown_tool};
-use crate::jobs::Jobs;
+use crate::execution::jobs::Jobs;
 use crate::metrics::Metrics;
 
 /// Operator options the dispatcher needs.
@@ -92,7 +93,9 @@ impl Gateway {
     /// Tells every connected client that the tool list changed.
     pub fn tools_changed(&self) {
         self.metrics.list_changed_sent.inc();
-        let _ = self.notify.send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+        let changed =
+            Notification { jsonrpc: "2.0".into(), method: "notifications/tools/list_changed".into(), params: None };
+        let _ = self.notify.send(changed.to_value());
     }
 
     pub fn inflight_lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), String>> {

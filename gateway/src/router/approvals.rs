@@ -21,8 +21,8 @@ use serde_json::{Map, Value, json};
 
 use crate::auth::session::Session;
 use crate::catalog::registry::unknown_tool;
+use crate::execution::jobs::Work;
 use crate::gateway::Gateway;
-use crate::jobs::Work;
 use crate::util::{internal, now_ms};
 
 /// Parks a tool call that needs approval (the dispatcher calls this instead of starting it).

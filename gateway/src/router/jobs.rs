@@ -12,8 +12,8 @@ use serde_json::{Map, Value, json};
 
 use super::{Ctx, params};
 use crate::auth::session::{Session, denied};
+use crate::execution::jobs::Work;
 use crate::gateway::Gateway;
-use crate::jobs::Work;
 
 impl Gateway {
     pub fn start_tool_job(
@@ -119,7 +119,7 @@ impl Gateway {
                 if !s.caps.allows_pty() {
                     return Err(denied("pty.open", "give a job a terminal"));
                 }
-                crate::pty::check_size(pty.rows, pty.cols).map_err(RpcError::invalid_params)?;
+                crate::execution::pty::check_size(pty.rows, pty.cols).map_err(RpcError::invalid_params)?;
                 record["pty"] = json!({"rows": pty.rows, "cols": pty.cols});
                 Work::Pty { spec, launcher, rows: pty.rows, cols: pty.cols }
             }

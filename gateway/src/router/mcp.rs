@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use axp_audit::{Kind, digest_json};
-use axp_protocol::jsonrpc::{Id, Response};
+use axp_protocol::jsonrpc::{Id, Notification, Response};
 use axp_protocol::methods::{JobEventKind, SessionOpenParams};
 use axp_protocol::{MCP_PROTOCOL_VERSIONS, RpcError};
 use axp_store::JobRecord;
@@ -14,8 +14,8 @@ use serde_json::{Map, Value, json};
 
 use super::{Ctx, Push, id_key};
 use crate::auth::session::{Session, denied};
+use crate::execution::jobs::outcome;
 use crate::gateway::Gateway;
-use crate::jobs::outcome;
 
 const META_TOOLS: [&str; 3] = ["axp_index", "axp_describe", "axp_call"];
 
@@ -187,7 +187,7 @@ impl Gateway {
                     }
                     let _ = push.send(Push {
                         event_id: Some(format!("{}:{}", job.id, e.seq)),
-                        message: json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}),
+                        message: Notification::new("notifications/progress", params).to_value(),
                     });
                 }
                 if matches!(e.kind, JobEventKind::Result { .. } | JobEventKind::Exit { .. }) {

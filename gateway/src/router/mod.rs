@@ -210,7 +210,7 @@ impl Gateway {
                 let s = self.session(&p, ctx)?;
                 let r: JobResizeParams = params(&p)?;
                 self.jobs.get(&s.id, &r.job_id)?;
-                crate::pty::check_size(r.rows, r.cols).map_err(RpcError::invalid_params)?;
+                crate::execution::pty::check_size(r.rows, r.cols).map_err(RpcError::invalid_params)?;
                 self.jobs.resize(&r.job_id, r.rows, r.cols)?;
                 Ok(json!({}))
             }

@@ -9,7 +9,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axp_protocol::jsonrpc::{Id, Incoming, Response, parse_incoming};
+use axp_protocol::jsonrpc::{Id, Incoming, Notification, Response, parse_incoming};
 use axp_protocol::methods::JobEventKind;
 use axp_protocol::{ErrorCode, RpcError};
 use axum::Router;
@@ -246,14 +246,15 @@ async fn replay(
             let id = Some(format!("{}:{}", job.id, e.seq));
             let message = if progress_only {
                 match (&e.kind, &token) {
-                    (JobEventKind::Progress { progress, total, message }, Some(t)) => json!({
-                        "jsonrpc": "2.0", "method": "notifications/progress",
-                        "params": {"progressToken": t, "progress": progress, "total": total, "message": message}
-                    }),
+                    (JobEventKind::Progress { progress, total, message }, Some(t)) => Notification::new(
+                        "notifications/progress",
+                        json!({"progressToken": t, "progress": progress, "total": total, "message": message}),
+                    )
+                    .to_value(),
                     _ => continue,
                 }
             } else {
-                json!({"jsonrpc": "2.0", "method": "job.event", "params": e})
+                Notification::new("job.event", serde_json::to_value(e).unwrap_or_default()).to_value()
             };
             if tx.send(Push { event_id: id, message }).await.is_err() {
                 return seq;

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 
-use crate::registry::Resolved;
+use crate::catalog::registry::Resolved;
 use crate::util::{internal, now_ms};
 
 /// What a job runs.
@@ -42,7 +42,7 @@ pub enum Work {
         launcher: Arc<dyn Launcher>,
         companion: Box<dyn Send + Sync>,
     },
-    /// A command on a pseudo-terminal (`crate::pty`).
+    /// A command on a pseudo-terminal (`crate::execution::pty`).
     Pty {
         spec: ProcessSpec,
         launcher: Arc<dyn Launcher>,
@@ -76,7 +76,7 @@ struct Live {
     /// The job's log, for events from outside its runner (code-mode's nested tool calls).
     log: JobLog,
     /// A PTY job's terminal, once its process runs.
-    terminal: Mutex<Option<Arc<crate::pty::Terminal>>>,
+    terminal: Mutex<Option<Arc<crate::execution::pty::Terminal>>>,
     /// How long a tool job's provider took to answer, once it has, and that provider's
     /// tool-call histograms.
     provider_time: std::sync::OnceLock<(Duration, Arc<crate::metrics::ToolCallTimes>)>,
@@ -154,7 +154,7 @@ struct LogSink {
     live: Arc<Live>,
     job_id: String,
     /// The session's output quota, when one is configured.
-    meter: Option<Arc<crate::quotas::OutputMeter>>,
+    meter: Option<Arc<crate::auth::quotas::OutputMeter>>,
 }
 
 impl EventSink for LogSink {
@@ -206,9 +206,9 @@ pub struct Jobs {
     /// The last [`FINISHED_KEPT`] jobs to end, oldest first, with their in-memory tails.
     finished: Arc<Mutex<Finished>>,
     metrics: Arc<crate::metrics::Metrics>,
-    quotas: Arc<crate::quotas::Quotas>,
+    quotas: Arc<crate::auth::quotas::Quotas>,
     /// Audits files written by jobs (`writes.rs`), when set.
-    writes: Option<Arc<crate::writes::Writes>>,
+    writes: Option<Arc<crate::execution::writes::Writes>>,
 }
 
 /// What `job.attach` returns to a non-streaming client.
@@ -227,13 +227,13 @@ impl Jobs {
     }
 
     /// Records the files every job writes in the audit log (`writes.rs`).
-    pub fn with_writes(mut self, writes: Arc<crate::writes::Writes>) -> Self {
+    pub fn with_writes(mut self, writes: Arc<crate::execution::writes::Writes>) -> Self {
         self.writes = Some(writes);
         self
     }
 
     /// Applies per-session output quotas to every job started from now on.
-    pub fn with_quotas(mut self, quotas: Arc<crate::quotas::Quotas>) -> Self {
+    pub fn with_quotas(mut self, quotas: Arc<crate::auth::quotas::Quotas>) -> Self {
         self.quotas = quotas;
         self
     }
@@ -319,9 +319,11 @@ impl Jobs {
             let before = if roots.is_empty() {
                 Vec::new()
             } else {
-                tokio::task::spawn_blocking(move || roots.iter().map(|r| crate::writes::Snapshot::take(r)).collect())
-                    .await
-                    .unwrap_or_default()
+                tokio::task::spawn_blocking(move || {
+                    roots.iter().map(|r| crate::execution::writes::Snapshot::take(r)).collect()
+                })
+                .await
+                .unwrap_or_default()
             };
             let cancel = live.cancel.clone();
             if let Some(t) = timeout {
@@ -361,12 +363,20 @@ impl Jobs {
                 }
                 Work::Pty { spec, launcher, rows, cols } => {
                     let l = live.clone();
-                    let started = move |pid: Option<u32>, t: Arc<crate::pty::Terminal>| {
+                    let started = move |pid: Option<u32>, t: Arc<crate::execution::pty::Terminal>| {
                         *lock(&l.pid) = pid;
                         *lock(&l.terminal) = Some(t);
                     };
-                    let end =
-                        crate::pty::run(&spec, launcher, (rows, cols), sink.clone(), stdin_rx, cancel, started).await;
+                    let end = crate::execution::pty::run(
+                        &spec,
+                        launcher,
+                        (rows, cols),
+                        sink.clone(),
+                        stdin_rx,
+                        cancel,
+                        started,
+                    )
+                    .await;
                     *lock(&live.stdin) = None;
                     *lock(&live.pid) = None;
                     *lock(&live.terminal) = None;
