@@ -274,8 +274,17 @@ pub fn parse(text: &str, path: &Path, env: &dyn EnvSource) -> Result<Fleet, Conf
         .map_err(|e| ConfigError::one(path, format!("cannot read the MCP config: {e}")))?;
     // `json_comments` blanks a block comment's line breaks too; put them back, so a line
     // number after a multi-line `/* … */` is the file's.
-    let stripped: String = if stripped.len() == text.len() {
-        stripped.chars().zip(text.chars()).map(|(s, t)| if t == '\n' { '\n' } else { s }).collect()
+    // Byte by byte: the stripper turns each byte of a comment into an ASCII space, so a
+    // comment's non-ASCII characters have as many spaces as bytes, and only ASCII is replaced.
+    let stripped = if stripped.len() == text.len() {
+        let mut bytes = stripped.into_bytes();
+        for (b, t) in bytes.iter_mut().zip(text.bytes()) {
+            if t == b'\n' && *b == b' ' {
+                *b = b'\n';
+            }
+        }
+        // Only ASCII spaces became ASCII newlines: still the UTF-8 it was.
+        String::from_utf8(bytes).unwrap_or_default()
     } else {
         stripped
     };
@@ -874,5 +883,13 @@ mod tests {
         let text = "{\"mcpServers\": {\n  /* a\n  b */\n  \"t\": {\"comand\": \"x\"}}}";
         let e = parse(text, Path::new("mcp.json"), &env()).unwrap_err().to_string();
         assert!(e.starts_with("mcp.json:4:"), "{e}");
+    }
+
+    #[test]
+    fn a_comment_with_non_ascii_characters_keeps_positions_and_does_not_panic() {
+        // Found by the fleet fuzz target: a multi-byte character inside a comment.
+        let text = "{\n  // VS\u{5bc}ode accepts this\n  \"server\":s {\"time\": {\"command\": \"uvx\",}";
+        let e = parse(text, Path::new("mcp.json"), &env()).unwrap_err().to_string();
+        assert!(e.starts_with("mcp.json:3:"), "{e}");
     }
 }
