@@ -46,7 +46,7 @@ pub fn axp() -> &'static str {
 pub fn need(p: PathBuf) -> String {
     assert!(
         p.exists(),
-        "{} is missing: install the test fixtures first (bash .ci/install-fixtures, or see README: Testing)",
+        "{} is missing: install the test fixtures first (scripts/install-test-deps.sh)",
         p.display()
     );
     p.to_string_lossy().into_owned()
