@@ -44,11 +44,7 @@ pub fn axp() -> &'static str {
 }
 
 pub fn need(p: PathBuf) -> String {
-    assert!(
-        p.exists(),
-        "{} is missing: install the test fixtures first (scripts/install-test-deps.sh)",
-        p.display()
-    );
+    assert!(p.exists(), "{} is missing: install the test fixtures first (scripts/install-test-deps.sh)", p.display());
     p.to_string_lossy().into_owned()
 }
 
