@@ -118,8 +118,8 @@ impl Admission {
     }
 
     /// Re-reads the lockfile after it changed on disk (an operator's approval) and keeps this
-    /// gateway's unsaved first sightings. Returns the providers whose held-back tools should be
-    /// registered again, or none if the pins did not change.
+    /// gateway's unsaved first sightings. Returns the providers with a held-back tool whose new
+    /// version is now pinned: they are registered again.
     pub fn reload(&self) -> Vec<String> {
         let file = match read_lockfile(&self.lock_path) {
             Ok(f) => f,
@@ -128,12 +128,17 @@ impl Admission {
                 return Vec::new();
             }
         };
-        let changed = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).merge_from(file);
-        if !changed {
-            return Vec::new();
-        }
+        let mut pins = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        pins.merge_from(file);
+        // Whether the pins changed just now is not the question: this gateway's own delayed
+        // write of first sightings may already have merged an approval into memory. A held
+        // tool whose new version is now the pinned one is approved, whoever merged it.
         let held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let providers: BTreeSet<String> = held.values().map(|h| h.provider.clone()).collect();
+        let providers: BTreeSet<String> = held
+            .values()
+            .filter(|h| pins.lock.status(&h.provider, &h.spec) == axp_lint::drift::PinStatus::Match)
+            .map(|h| h.provider.clone())
+            .collect();
         providers.into_iter().collect()
     }
 
