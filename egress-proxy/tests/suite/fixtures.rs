@@ -126,9 +126,17 @@ impl Dns {
         let queries = Arc::new(Mutex::new(HashMap::new()));
         let zone = Zone { queries: queries.clone(), rebind_flip: AtomicUsize::new(0) };
         let mut server = Server::new(zone);
-        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let addr = udp.local_addr().unwrap();
-        let tcp = TcpListener::bind(addr).await.unwrap();
+        // UDP and TCP on one port: the port UDP got may be taken for TCP, so try a few.
+        let mut bound = None;
+        for _ in 0..20 {
+            let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let addr = udp.local_addr().unwrap();
+            if let Ok(tcp) = TcpListener::bind(addr).await {
+                bound = Some((udp, addr, tcp));
+                break;
+            }
+        }
+        let (udp, addr, tcp) = bound.expect("no port free for both UDP and TCP in 20 tries");
         server.register_socket(udp);
         server.register_listener(tcp, Duration::from_secs(5), 4096);
         Dns { addr, queries, _server: server }
