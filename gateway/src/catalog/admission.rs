@@ -284,12 +284,19 @@ pub fn update_lockfile(path: &Path, change: impl FnOnce(&mut Lockfile)) -> anyho
     let mut lock = read_lockfile(path)?;
     change(&mut lock);
     let text = lock.to_toml_string().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let tmp = path.with_extension("lock.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)?;
+    replace_file(path, text.as_bytes())?;
     // The advisory lock is released when `guard` is closed, after the rename.
     drop(guard);
     Ok(lock)
+}
+
+/// Replaces `path` with `body` through a temporary file beside it and a rename, so a reader
+/// (the other side of the lockfile, the watcher) never sees half of it.
+fn replace_file(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, body)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Writes the held-back record (replaced by rename); an empty record removes the file.
@@ -300,12 +307,7 @@ fn write_held(held: &BTreeMap<String, Held>, path: &Path) {
             _ => Ok(()),
         }
     } else {
-        serde_json::to_vec_pretty(held).map_err(anyhow::Error::from).and_then(|body| {
-            let tmp = path.with_extension("json.tmp");
-            std::fs::write(&tmp, body)?;
-            std::fs::rename(&tmp, path)?;
-            Ok(())
-        })
+        serde_json::to_vec_pretty(held).map_err(anyhow::Error::from).and_then(|body| Ok(replace_file(path, &body)?))
     };
     if let Err(e) = result {
         tracing::error!(error = %e, path = %path.display(), "cannot write the record of held-back tools");
