@@ -1,7 +1,8 @@
 //! The `dylib` provider: native libraries exporting `axp_plugin_v0` (plugins/include/axp_plugin.h).
 //! This file owns the C vtable mirror, the loader, the helper-process entry
 //! ([`plugin_host_main`], run as `axp __plugin-host LIB`) and the provider that talks to it
-//! with newline-delimited JSON-RPC over the helper's stdio.
+//! with newline-delimited JSON-RPC over the helper's stdio. Both ends build and read every
+//! envelope with `axp_protocol::jsonrpc`, never by hand.
 //!
 //! By default the library is loaded only in the helper, which the gateway's [`Launcher`]
 //! sandboxes, so a crash or a malicious library takes down only that process; the provider
@@ -27,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use axp_protocol::jsonrpc::{self, Id, Incoming, Request, Response};
 use axp_protocol::{ErrorCode as RpcCode, RpcError, ToolCall, ToolOutput, ToolSpec};
 use axp_provider_api::{
     CancellationToken, JobSink, Launcher, ProcessPolicy, ProcessSpec, Provider, ProviderError, ProviderEvent,
@@ -290,25 +292,27 @@ pub fn plugin_host_main(args: impl IntoIterator<Item = OsString>) -> ! {
         if line.trim().is_empty() {
             continue;
         }
-        let reply = match serde_json::from_str::<Value>(&line) {
-            Ok(req) => {
-                let p = &req["params"];
+        // The one parser frames and checks every message; a malformed line gets its ready-made
+        // error response. Only requests are answered: the gateway sends nothing else, and a
+        // notification or a response expects no reply.
+        let reply = match jsonrpc::parse_incoming(line.as_bytes()) {
+            Ok(Incoming::Request(req)) => {
+                let p = req.params.as_ref().unwrap_or(&Value::Null);
                 let str_of = |k: &str| p[k].as_str().unwrap_or_default().to_string();
-                let result = match req["method"].as_str() {
-                    Some("info") => Some(lib.info()),
-                    Some("list_tools") => Some(lib.list_tools()),
-                    Some("describe") => Some(lib.describe(&str_of("name"))),
-                    Some("call") => Some(lib.call(&str_of("name"), &str_of("args"), &str_of("meta"))),
+                let result = match req.method.as_str() {
+                    "info" => Some(lib.info()),
+                    "list_tools" => Some(lib.list_tools()),
+                    "describe" => Some(lib.describe(&str_of("name"))),
+                    "call" => Some(lib.call(&str_of("name"), &str_of("args"), &str_of("meta"))),
                     _ => None,
                 };
                 match result {
-                    Some(o) => json!({"jsonrpc": "2.0", "id": req["id"], "result": outcome_json(o)}),
-                    None => {
-                        json!({"jsonrpc": "2.0", "id": req["id"], "error": RpcError::method_not_found(req["method"].as_str().unwrap_or(""))})
-                    }
+                    Some(o) => Response::ok(req.id, outcome_json(o)),
+                    None => Response::err(req.id, RpcError::method_not_found(&req.method)),
                 }
             }
-            Err(e) => json!({"jsonrpc": "2.0", "id": null, "error": RpcError::parse(e.to_string())}),
+            Ok(Incoming::Notification(_) | Incoming::Response(_)) => continue,
+            Err(refusal) => refusal,
         };
         if writeln!(stdout, "{reply}").and_then(|()| stdout.flush()).is_err() {
             break;
@@ -349,7 +353,7 @@ struct Helper {
     child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
     stdout: BufReader<tokio::process::ChildStdout>,
-    next_id: u64,
+    next_id: i64,
 }
 
 /// Why no reply line could be read from a helper.
@@ -518,9 +522,9 @@ impl DylibProvider {
             Some(h) => h,
             None => self.spawn_helper(launcher.as_ref()).await?,
         };
-        let id = h.next_id;
+        let id = Id::Num(h.next_id);
         h.next_id += 1;
-        let request = format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let request = format!("{}\n", Request::new(id.clone(), method, params));
         let mut line = Vec::new();
         let exchange = async {
             h.stdin.write_all(request.as_bytes()).await.map_err(LineError::Io)?;
@@ -571,25 +575,25 @@ impl DylibProvider {
                 });
             }
         }
-        let v: Value = match serde_json::from_slice(&line) {
-            Ok(v) => v,
+        let reply = match jsonrpc::parse_response(&line) {
+            Ok(r) => r,
             Err(e) => {
                 let _ = h.child.kill().await;
                 return Err(self.unavailable(format!("the plugin host answered garbage and was stopped: {e}")));
             }
         };
-        if v["id"].as_u64() != Some(id) {
+        if reply.id != id {
             let _ = h.child.kill().await;
             return Err(self.unavailable(format!(
                 "the plugin host answered request {} while request {id} was asked, and was stopped",
-                v["id"]
+                reply.id
             )));
         }
         *guard = Some(h);
-        if let Some(err) = v.get("error") {
-            return Err(self.unavailable(format!("the plugin host refused `{method}`: {err}")));
+        match reply.into_result() {
+            Ok(result) => Ok(outcome_from_json(&result)),
+            Err(err) => Err(self.unavailable(format!("the plugin host refused `{method}`: {err}"))),
         }
-        Ok(outcome_from_json(&v["result"]))
     }
 }
 
