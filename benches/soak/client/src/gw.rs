@@ -1,19 +1,26 @@
-//! The soak client's side of the wire to `axp serve`: JSON-RPC requests POSTed to `/axp` on a
-//! shared pool of keep-alive loop-back connections, one gateway session per `Mcp-Session-Id`
-//! (opened by MCP `initialize`), and the three ways a client reads a job's events: a JSON
-//! `job.attach` long-poll, a `job.attach` POST answered as an SSE stream, and a `GET /axp`
-//! resumed with `Last-Event-ID: JOB:SEQ`. It frames and parses; what to call, when to hang up
-//! and what to check is the soak's business (`soak.rs`).
+//! The soak client's side of the wire to `axp serve`: JSON-RPC requests POSTed to `/axp` by
+//! the workspace's one client, `axp-client`, on a shared pool of keep-alive loop-back
+//! connections, one gateway session per `Mcp-Session-Id` (opened by MCP `initialize`), and the
+//! three ways a client reads a job's events: a JSON `job.attach` long-poll, a `job.attach` POST
+//! answered as an SSE stream, and a `GET /axp` resumed with `Last-Event-ID: JOB:SEQ`.
+//!
+//! `axp-client` reads an event stream whole, up to its response, and only POSTs; the soak must
+//! read events one at a time, hang up in the middle, and resume with a `GET`. So the two streamed
+//! reads send their request with reqwest here, on the same pool, and split the stream into events
+//! themselves; every envelope, sent or read, is still built and parsed by `axp_protocol::jsonrpc`.
+//! What to call, when to hang up and what to check is the soak's business (`soak.rs`).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use axp_client::{Client, SESSION_HEADER};
+use axp_protocol::jsonrpc::{self, Id, Incoming, Request};
 use serde_json::{Value, json};
 
 const PROTOCOL_VERSION: &str = "2025-06-18";
 
-fn client() -> Result<reqwest::Client> {
+fn http_client() -> Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
         .no_proxy()
         .tcp_nodelay(true)
@@ -22,27 +29,13 @@ fn client() -> Result<reqwest::Client> {
         .build()?)
 }
 
-/// A JSON-RPC error answered by the gateway (as opposed to a transport failure).
-#[derive(Debug)]
-pub struct RpcError {
-    pub code: i64,
-    pub message: String,
-}
-
-impl std::fmt::Display for RpcError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "JSON-RPC error {}: {}", self.code, self.message)
-    }
-}
-
-impl std::error::Error for RpcError {}
-
 /// The gateway's endpoint and a connection pool shared by every task of the client.
 pub struct Gw {
-    /// Replaced by [`Gw::close_idle`]; a `Client` is a cheap handle to its pool.
-    http: std::cell::RefCell<reqwest::Client>,
+    /// Replaced by [`Gw::close_idle`]; a `reqwest::Client` is a cheap handle to its pool, and
+    /// every [`Client`] made from it shares that pool.
+    http: RefCell<reqwest::Client>,
     url: String,
-    next_id: Cell<u64>,
+    next_id: Cell<i64>,
 }
 
 impl Gw {
@@ -50,17 +43,24 @@ impl Gw {
         // No proxy: the traffic must stay on loop-back whatever the environment says. Idle
         // connections are closed after a while so the gateway's descriptor count follows the
         // load instead of the peak.
-        Ok(Self { http: std::cell::RefCell::new(client()?), url: url.to_string(), next_id: Cell::new(1) })
+        Ok(Self { http: RefCell::new(http_client()?), url: url.to_string(), next_id: Cell::new(1) })
     }
 
     fn http(&self) -> reqwest::Client {
         self.http.borrow().clone()
     }
 
+    /// A client on the shared pool that speaks for `session` (none: before `initialize`).
+    fn client(&self, session: Option<&str>) -> Client {
+        let mut c = Client::with_http(self.http(), &self.url);
+        c.session_id = session.map(str::to_string);
+        c
+    }
+
     /// Closes every idle pooled connection (by starting a new pool), so that the gateway's
     /// descriptor count that follows is its own, not the client's keep-alive connections.
     pub fn close_idle(&self) -> Result<()> {
-        *self.http.borrow_mut() = client()?;
+        *self.http.borrow_mut() = http_client()?;
         Ok(())
     }
 
@@ -69,68 +69,43 @@ impl Gw {
         self.url.strip_suffix("/axp").unwrap_or(&self.url)
     }
 
-    fn id(&self) -> u64 {
+    fn id(&self) -> Id {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
-        id
-    }
-
-    fn post(&self, session: Option<&str>, accept: &str, body: &Value) -> reqwest::RequestBuilder {
-        let mut req = self
-            .http()
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", accept)
-            .body(body.to_string());
-        if let Some(s) = session {
-            req = req.header("mcp-session-id", s);
-        }
-        req
+        Id::Num(id)
     }
 
     /// MCP `initialize` (which opens a gateway session) and `notifications/initialized`;
     /// returns the session id.
     pub async fn initialize(&self) -> Result<String> {
-        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "initialize",
-            "params": {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-                       "clientInfo": {"name": "soak-client", "version": "0"}}});
-        let resp = self.post(None, "application/json", &body).send().await?;
-        let session = resp
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-            .context("the answer to initialize has no Mcp-Session-Id header")?;
-        take_result(serde_json::from_slice(&resp.bytes().await?)?)?;
-        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let r = self.post(Some(&session), "application/json", &note).send().await?;
-        if !r.status().is_success() {
-            bail!("notifications/initialized answered HTTP {}", r.status());
-        }
-        Ok(session)
+        let mut c = self.client(None);
+        c.initialize(json!({"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                            "clientInfo": {"name": "soak-client", "version": "0"}}))
+            .await?;
+        c.notify("notifications/initialized", json!({})).await?;
+        c.session_id.context("the answer to initialize has no Mcp-Session-Id header")
     }
 
-    /// One request answered with JSON; a JSON-RPC error comes back as an [`RpcError`].
+    /// One request answered with JSON; a JSON-RPC error comes back as an
+    /// [`axp_client::Error::Rpc`].
     pub async fn call(&self, session: &str, method: &str, params: Value) -> Result<Value> {
-        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": method, "params": params});
-        let resp = self.post(Some(session), "application/json", &body).send().await?;
-        let status = resp.status();
-        let bytes = resp.bytes().await?;
-        let msg: Value = serde_json::from_slice(&bytes).with_context(|| {
-            format!(
-                "`{method}` answered HTTP {status} with a body that is not JSON: {}",
-                String::from_utf8_lossy(&bytes)
-            )
-        })?;
-        take_result(msg)
+        let request = Request::new(self.id(), method, params);
+        Ok(self.client(Some(session)).post(&request).await?.into_result()?)
     }
 
     /// `job.attach` POSTed with `Accept: text/event-stream`: every event from `from_seq` as a
     /// `job.event` notification, then the final response once the job has ended.
     pub async fn attach_sse(&self, session: &str, job: &str, from_seq: u64) -> Result<EventStream> {
-        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "job.attach",
-                          "params": {"job_id": job, "from_seq": from_seq}});
-        let resp = self.post(Some(session), "application/json, text/event-stream", &body).send().await?;
+        let request = Request::new(self.id(), "job.attach", json!({"job_id": job, "from_seq": from_seq}));
+        let resp = self
+            .http()
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header(SESSION_HEADER, session)
+            .body(request.to_bytes())
+            .send()
+            .await?;
         EventStream::open(resp).await
     }
 
@@ -141,7 +116,7 @@ impl Gw {
             .http()
             .get(&self.url)
             .header("accept", "text/event-stream")
-            .header("mcp-session-id", session)
+            .header(SESSION_HEADER, session)
             .header("last-event-id", format!("{job}:{after_seq}"))
             .send()
             .await?;
@@ -152,15 +127,6 @@ impl Gw {
     pub async fn healthz(&self) -> Result<String> {
         Ok(self.http().get(format!("{}/healthz", self.base())).send().await?.text().await?)
     }
-}
-
-fn take_result(msg: Value) -> Result<Value> {
-    if let Some(e) = msg.get("error") {
-        let code = e.get("code").and_then(Value::as_i64).unwrap_or(0);
-        let message = e.get("message").and_then(Value::as_str).unwrap_or("").to_string();
-        return Err(RpcError { code, message }.into());
-    }
-    msg.get("result").cloned().ok_or_else(|| anyhow!("a response without result: {msg}"))
 }
 
 /// What an SSE stream of job events yields.
@@ -193,8 +159,10 @@ impl EventStream {
         if !is_sse {
             // An error is answered as plain JSON.
             let bytes = resp.bytes().await?;
-            let msg: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            take_result(msg).with_context(|| format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes)))?;
+            let refused = jsonrpc::parse_response(&bytes)
+                .map_err(anyhow::Error::from)
+                .and_then(|r| r.into_result().map_err(anyhow::Error::from));
+            refused.with_context(|| format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes)))?;
             bail!("HTTP {status}: an attach answered without a stream: {}", String::from_utf8_lossy(&bytes));
         }
         Ok(Self { resp, buf: Vec::new(), ready: Default::default(), tail: Vec::new() })
@@ -246,11 +214,16 @@ impl EventStream {
             }
             let msg: Value =
                 serde_json::from_str(&data).with_context(|| format!("an SSE data line that is not JSON: {data}"))?;
-            if msg.get("method").and_then(Value::as_str) == Some("job.event") {
-                let ev = msg.get("params").cloned().ok_or_else(|| anyhow!("a job.event without params"))?;
-                self.ready.push_back(Item::Event(ev));
-            } else if msg.get("id").is_some() {
-                self.ready.push_back(Item::End(take_result(msg)?));
+            match jsonrpc::parse_value(msg) {
+                Ok(Incoming::Notification(n)) if n.method == "job.event" => {
+                    let ev = n.params.ok_or_else(|| anyhow!("a job.event without params"))?;
+                    self.ready.push_back(Item::Event(ev));
+                }
+                Ok(Incoming::Response(r)) => self.ready.push_back(Item::End(r.into_result()?)),
+                // Other notifications (and requests, which the gateway does not send on these
+                // streams) are not the soak's business.
+                Ok(Incoming::Notification(_) | Incoming::Request(_)) => {}
+                Err(refusal) => bail!("an SSE message that is not JSON-RPC: {data} ({refusal})"),
             }
         }
         Ok(())
