@@ -20,9 +20,18 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub enum Capability {
     FsRead(String),
     FsWrite(String),
-    NetConnect { host: String, port: Option<u16> },
+    NetConnect {
+        host: String,
+        port: Option<u16>,
+    },
     ProcSpawn,
     Tool(String),
+    /// A resource, named `<provider>__<uri>` with the provider's own URI, whatever the URI the
+    /// client sees.
+    Resource(String),
+    /// A prompt, by the name clients see (`<provider>__<prompt>` unless its server is mounted
+    /// with `prefix` `never`), as tools are.
+    Prompt(String),
     PtyOpen,
 }
 
@@ -54,7 +63,7 @@ impl FromStr for Capability {
             .ok_or_else(|| {
                 perr(
                     s,
-                    "expected one of fs.read(PATH), fs.write(PATH), net.connect(DOMAIN[:PORT]), proc.spawn, tool(GLOB), pty.open",
+                    "expected one of fs.read(PATH), fs.write(PATH), net.connect(DOMAIN[:PORT]), proc.spawn, tool(GLOB), resource(GLOB), prompt(GLOB), pty.open",
                 )
             })?;
         match verb {
@@ -69,6 +78,24 @@ impl FromStr for Capability {
                     return Err(perr(s, "a tool glob uses letters, digits, `_`, `-`, `*` and `?` only"));
                 }
                 Ok(Capability::Tool(arg.to_string()))
+            }
+            "prompt" => {
+                if arg.is_empty() || !arg.chars().all(|c| c.is_ascii_alphanumeric() || "_-.*?".contains(c)) {
+                    return Err(perr(s, "a prompt glob uses letters, digits, `_`, `-`, `.`, `*` and `?` only"));
+                }
+                Ok(Capability::Prompt(arg.to_string()))
+            }
+            "resource" => {
+                if arg.is_empty() || arg.chars().any(|c| c.is_control() || c.is_whitespace()) {
+                    return Err(perr(s, "a resource glob is `<provider>__<uri>` with `*` and `?`, and no spaces"));
+                }
+                if !arg.contains("__") && arg != "*" && !arg.starts_with('*') {
+                    return Err(perr(
+                        s,
+                        "a resource glob names the provider first: `<provider>__<uri>` (e.g. `fs__file:///srv/*`), or `*`",
+                    ));
+                }
+                Ok(Capability::Resource(arg.to_string()))
             }
             other => Err(perr(s, format!("unknown capability kind `{other}`"))),
         }
@@ -155,6 +182,8 @@ impl fmt::Display for Capability {
             Capability::NetConnect { host, port: Some(p) } => write!(f, "net.connect({host}:{p})"),
             Capability::ProcSpawn => f.write_str("proc.spawn"),
             Capability::Tool(g) => write!(f, "tool({g})"),
+            Capability::Resource(g) => write!(f, "resource({g})"),
+            Capability::Prompt(g) => write!(f, "prompt({g})"),
             Capability::PtyOpen => f.write_str("pty.open"),
         }
     }
@@ -238,7 +267,7 @@ impl Capability {
                 host_ok && port_ok
             }
             (ProcSpawn, ProcSpawn) | (PtyOpen, PtyOpen) => true,
-            (Tool(p), Tool(c)) => glob_covers(p, c),
+            (Tool(p), Tool(c)) | (Resource(p), Resource(c)) | (Prompt(p), Prompt(c)) => glob_covers(p, c),
             _ => false,
         }
     }
@@ -273,6 +302,17 @@ impl CapabilitySet {
 
     pub fn allows_tool(&self, index_name: &str) -> bool {
         self.0.iter().any(|c| matches!(c, Capability::Tool(g) if glob_matches(g, index_name)))
+    }
+
+    /// `true` when a grant admits the resource `<provider>__<uri>` (the provider's own URI).
+    pub fn allows_resource(&self, provider: &str, uri: &str) -> bool {
+        let name = format!("{provider}__{uri}");
+        self.0.iter().any(|c| matches!(c, Capability::Resource(g) if glob_matches(g, &name)))
+    }
+
+    /// `true` when a grant admits the prompt named `index_name` (the name clients see).
+    pub fn allows_prompt(&self, index_name: &str) -> bool {
+        self.0.iter().any(|c| matches!(c, Capability::Prompt(g) if glob_matches(g, index_name)))
     }
 
     pub fn allows_spawn(&self) -> bool {

@@ -24,6 +24,15 @@ pub struct ToolSpec {
     /// MCP annotations (`readOnlyHint`, `destructiveHint`, …), passed through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Value>,
+    /// MCP `icons` (2025-11-25), passed through unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icons: Option<Value>,
+    /// MCP `execution` (`taskSupport`, 2025-11-25), passed through unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Value>,
+    /// MCP `_meta`, passed through unchanged.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
 }
 
 /// `{"type":"object"}`: the schema of a tool that takes no arguments.
@@ -40,6 +49,9 @@ impl ToolSpec {
             input_schema,
             output_schema: None,
             annotations: None,
+            icons: None,
+            execution: None,
+            meta: None,
         }
     }
 
@@ -70,6 +82,9 @@ pub struct ToolOutput {
     pub structured_content: Option<Value>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// MCP `_meta` of the result, passed through unchanged.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
 }
 
 impl ToolOutput {

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use axp_protocol::methods::JobEventKind;
 use axp_protocol::{RpcError, ToolCall, ToolOutput, ToolSpec};
+use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 pub use tokio_util::sync::CancellationToken;
 
@@ -59,6 +60,16 @@ pub enum ProviderError {
     /// The provider has no tool of that name.
     #[error("provider has no tool `{0}`")]
     UnknownTool(String),
+    /// The provider has no resource at that URI (nor a template that matches it).
+    #[error("provider has no resource `{0}`")]
+    UnknownResource(String),
+    /// The provider has no prompt of that name.
+    #[error("provider has no prompt `{0}`")]
+    UnknownPrompt(String),
+    /// The provider does not offer what was asked (resource subscriptions on a server that did
+    /// not declare them, …); the message says what.
+    #[error("{0}")]
+    Unsupported(String),
     /// The arguments were refused by the provider (after the gateway's own schema check).
     #[error("invalid arguments: {0}")]
     InvalidArguments(String),
@@ -94,6 +105,16 @@ pub enum ProviderEvent {
     Unavailable { reason: String },
     /// The provider is serving again.
     Available,
+    /// The resource list changed (MCP `notifications/resources/list_changed`).
+    ResourcesChanged,
+    /// The prompt list changed (MCP `notifications/prompts/list_changed`).
+    PromptsChanged,
+    /// A subscribed resource changed (MCP `notifications/resources/updated`); `uri` is the
+    /// provider's own URI.
+    ResourceUpdated { uri: String },
+    /// A log message from the provider (MCP `notifications/message`), as sent: `level` is an
+    /// RFC 5424 name (`debug` … `emergency`), `logger` optional, `data` any JSON.
+    Log { level: String, logger: Option<String>, data: serde_json::Value },
 }
 
 /// Where a running call writes what it produces. The gateway's implementation appends each
@@ -221,6 +242,54 @@ pub trait Provider: Send + Sync {
     fn instructions(&self, tool: &str) -> Option<String> {
         let _ = tool;
         None
+    }
+
+    /// Current resources, as raw MCP `Resource` objects (every page; URIs are the provider's
+    /// own). Providers without resources answer an empty list, never an error.
+    async fn resources(&self) -> Result<Vec<Value>, ProviderError> {
+        Ok(Vec::new())
+    }
+
+    /// Current resource templates, as raw MCP `ResourceTemplate` objects.
+    async fn resource_templates(&self) -> Result<Vec<Value>, ProviderError> {
+        Ok(Vec::new())
+    }
+
+    /// `resources/read`: the raw `ReadResourceResult` (`{"contents": [...]}`).
+    async fn read_resource(&self, uri: &str) -> Result<Value, ProviderError> {
+        Err(ProviderError::UnknownResource(uri.to_string()))
+    }
+
+    /// Starts (`on`) or stops change notifications for one resource; they arrive as
+    /// [`ProviderEvent::ResourceUpdated`].
+    async fn subscribe_resource(&self, uri: &str, on: bool) -> Result<(), ProviderError> {
+        let _ = (uri, on);
+        Err(ProviderError::Unsupported(format!("provider `{}` does not support resource subscriptions", self.id())))
+    }
+
+    /// Current prompts, as raw MCP `Prompt` objects (names are the provider's own).
+    async fn prompts(&self) -> Result<Vec<Value>, ProviderError> {
+        Ok(Vec::new())
+    }
+
+    /// `prompts/get`: the raw `GetPromptResult` (`{"description"?, "messages": [...]}`).
+    async fn get_prompt(&self, name: &str, arguments: Map<String, Value>) -> Result<Value, ProviderError> {
+        let _ = arguments;
+        Err(ProviderError::UnknownPrompt(name.to_string()))
+    }
+
+    /// `completion/complete` with the raw params (`ref` in the provider's own names): the raw
+    /// `CompleteResult`. Providers that complete nothing answer no values.
+    async fn complete(&self, params: Value) -> Result<Value, ProviderError> {
+        let _ = params;
+        Ok(serde_json::json!({"completion": {"values": [], "hasMore": false}}))
+    }
+
+    /// `logging/setLevel`: from now on send log messages at `level` (an RFC 5424 name) and
+    /// above. Providers that send no logs ignore it.
+    async fn set_log_level(&self, level: &str) -> Result<(), ProviderError> {
+        let _ = level;
+        Ok(())
     }
 
     /// Stops the provider's processes and connections.

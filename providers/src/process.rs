@@ -24,7 +24,9 @@ pub(crate) const READ_CHUNK: usize = 32 * 1024;
 
 /// Default `PATH` for tools whose configuration does not set one: the launcher passes the
 /// environment exactly as given, and most commands (and every `sh -c` template) need a `PATH`.
-pub(crate) const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// It is the workspace's one default, the sandbox's, so a tool resolves the same programs as a
+/// command job.
+pub(crate) use axp_sandbox::DEFAULT_PATH;
 
 /// How a finished process ended, with what was kept of its output.
 #[derive(Debug)]
@@ -109,5 +111,6 @@ pub(crate) fn tool_output(f: &Finished, label: &str) -> axp_protocol::ToolOutput
             "truncated": f.stdout.truncated() || f.stderr.truncated(),
         })),
         is_error: !ok,
+        meta: None,
     }
 }

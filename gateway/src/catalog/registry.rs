@@ -182,6 +182,17 @@ impl Registry {
             .collect()
     }
 
+    /// Every mounted provider that is serving, with how it is mounted (the resource and prompt
+    /// multiplexer asks each of them).
+    pub fn available_mounts(&self) -> Vec<Mount> {
+        self.read_providers().providers.values().filter(|p| p.available).map(|p| p.mount.clone()).collect()
+    }
+
+    /// How a provider is mounted, serving or not.
+    pub fn mount_of(&self, id: &ProviderId) -> Option<(Mount, bool)> {
+        self.read_providers().providers.get(id).map(|p| (p.mount.clone(), p.available))
+    }
+
     pub fn provider(&self, id: &ProviderId) -> Option<DynProvider> {
         self.read_providers().providers.get(id).map(|p| p.mount.provider.clone())
     }

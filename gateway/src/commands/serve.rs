@@ -422,8 +422,13 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         .map_err(|e| anyhow::anyhow!("invalid `[egress]` setting: {e}"))?;
     let egress = Arc::new(Egress::with_options(state_dir.join("egress"), egress_options));
     let tiers = Arc::new(decide_tiers(args, &settings, egress.clone(), &state_dir)?);
-    let default_profile =
-        vec!["tool(*)".to_string(), "proc.spawn".to_string(), format!("fs.write({})", workspace.display())];
+    let default_profile = vec![
+        "tool(*)".to_string(),
+        "resource(*)".to_string(),
+        "prompt(*)".to_string(),
+        "proc.spawn".to_string(),
+        format!("fs.write({})", workspace.display()),
+    ];
     let caps = CapabilitySet::parse_all(settings.session.capabilities.as_ref().unwrap_or(&default_profile)).map_err(
         |errs| {
             anyhow::anyhow!(

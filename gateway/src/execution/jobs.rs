@@ -782,6 +782,11 @@ pub fn provider_error_to_rpc(e: &ProviderError) -> RpcError {
         ProviderError::UnknownTool(t) => {
             RpcError::new(ErrorCode::UnknownTool, format!("the provider has no tool `{t}` any more"))
         }
+        ProviderError::UnknownResource(u) => {
+            RpcError::invalid_params(format!("the provider has no resource `{u}`")).with_data("uri", u.as_str())
+        }
+        ProviderError::UnknownPrompt(n) => RpcError::invalid_params(format!("the provider has no prompt `{n}`")),
+        ProviderError::Unsupported(why) => RpcError::new(ErrorCode::MethodNotFound, why.clone()),
         ProviderError::InvalidArguments(r) => RpcError::invalid_params(r.clone()),
         ProviderError::Upstream(e) => e.clone(),
         ProviderError::Config(r) => {

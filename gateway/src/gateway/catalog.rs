@@ -31,6 +31,7 @@ pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
                 // here again printed every failure twice in two wordings.
                 Ok(ProviderEvent::Unavailable { reason }) => gw.registry.set_available(&id, false, Some(reason)),
                 Ok(ProviderEvent::Available) => refresh(&gw, &provider).await,
+                Ok(other) => gw.relay_event(&id, other),
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => refresh(&gw, &provider).await,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             }

@@ -7,6 +7,7 @@
 //! lives in `router`, and transports call [`Gateway::handle`] there.
 
 pub mod catalog;
+pub mod listeners;
 pub mod plugins;
 
 use std::collections::HashMap;
@@ -31,13 +32,35 @@ pub struct Options {
     pub extra_read: Vec<std::path::PathBuf>,
 }
 
+/// A notification the gateway sends unasked, and who it is for.
+#[derive(Debug, Clone)]
+pub struct Outbound {
+    /// `None`: every connected session; else only these session ids.
+    pub to: Option<Arc<Vec<String>>>,
+    pub message: Value,
+}
+
+impl Outbound {
+    /// Whether a client stream that speaks for `session` (if it has one yet) gets it.
+    pub fn reaches(&self, session: Option<&str>) -> bool {
+        match (&self.to, session) {
+            (None, _) => true,
+            (Some(to), Some(s)) => to.iter().any(|t| t == s),
+            (Some(_), None) => false,
+        }
+    }
+}
+
 pub struct Gateway {
     pub registry: Registry,
     pub sessions: Sessions,
     pub jobs: Jobs,
     pub metrics: Arc<Metrics>,
-    /// Server-wide notifications (`notifications/tools/list_changed`) for every connected client.
-    pub notify: broadcast::Sender<Value>,
+    /// Server-initiated notifications (`list_changed`, `resources/updated`, server logs), each
+    /// with the sessions it is for; every connected client's stream picks its own.
+    pub notify: broadcast::Sender<Outbound>,
+    /// Resource subscriptions and log levels, per session.
+    pub listeners: listeners::Listeners,
     pub options: Options,
     pub audit: AuditLog,
     /// The registration lint every published tool passes.
@@ -67,6 +90,7 @@ impl Gateway {
             jobs,
             metrics,
             notify,
+            listeners: listeners::Listeners::default(),
             options,
             audit,
             admission,
@@ -92,10 +116,23 @@ impl Gateway {
 
     /// Tells every connected client that the tool list changed.
     pub fn tools_changed(&self) {
+        self.list_changed("notifications/tools/list_changed");
+    }
+
+    /// Tells every connected client that a list (`notifications/<what>/list_changed`) changed.
+    pub fn list_changed(&self, method: &str) {
         self.metrics.list_changed_sent.inc();
-        let changed =
-            Notification { jsonrpc: "2.0".into(), method: "notifications/tools/list_changed".into(), params: None };
-        let _ = self.notify.send(changed.to_value());
+        let changed = Notification { jsonrpc: "2.0".into(), method: method.into(), params: None };
+        let _ = self.notify.send(Outbound { to: None, message: changed.to_value() });
+    }
+
+    /// Sends a notification to some sessions' standing streams.
+    pub fn notify_sessions(&self, sessions: &[Arc<Session>], message: Value) {
+        if sessions.is_empty() {
+            return;
+        }
+        let to = sessions.iter().map(|s| s.id.clone()).collect();
+        let _ = self.notify.send(Outbound { to: Some(Arc::new(to)), message });
     }
 
     pub fn inflight_lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), String>> {

@@ -211,6 +211,7 @@ impl Plugins {
                         crate::gateway::catalog::refresh(&gw, &provider).await;
                         gw.tools_changed();
                     }
+                    Ok(other) => gw.relay_event(&id, other),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 }

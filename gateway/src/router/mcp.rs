@@ -37,7 +37,13 @@ impl Gateway {
         };
         Ok(json!({
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": {
+                "tools": {"listChanged": true},
+                "resources": {"subscribe": true, "listChanged": true},
+                "prompts": {"listChanged": true},
+                "completions": {},
+                "logging": {},
+            },
             "serverInfo": {"name": "axp", "title": "AXP gateway", "version": env!("CARGO_PKG_VERSION")},
             "instructions": format!(
                 "AXP gateway. Tools are named <provider>__<tool>. Sandbox tier: {}. Large catalogs are reached through axp_index (search), axp_describe (schema) and axp_call.",
@@ -66,6 +72,15 @@ impl Gateway {
                     }
                     if let Some(a) = &e.spec.annotations {
                         t["annotations"] = a.clone();
+                    }
+                    if let Some(i) = &e.spec.icons {
+                        t["icons"] = i.clone();
+                    }
+                    if let Some(x) = &e.spec.execution {
+                        t["execution"] = x.clone();
+                    }
+                    if let Some(m) = &e.spec.meta {
+                        t["_meta"] = m.clone();
                     }
                     t
                 })

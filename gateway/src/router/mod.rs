@@ -1,10 +1,12 @@
 //! The router: every JSON-RPC message from any transport (HTTP, SSE, stdio) comes in through
 //! [`Gateway::handle`], which authenticates it, authorises it and sends it to its method. The
 //! method table is here; the methods live beside it by face: `mcp` (initialize, tools/list,
-//! tools/call and cancellation), `jobs` (`job.*`), `sessions` (which session a request speaks
+//! tools/call and cancellation), `features` (resources, prompts, completion and logging,
+//! multiplexed over every provider), `jobs` (`job.*`), `sessions` (which session a request speaks
 //! for). Both faces share one set of checks; transports only frame bytes and never decide.
 
 mod approvals;
+mod features;
 mod jobs;
 mod mcp;
 mod sessions;
@@ -100,7 +102,15 @@ impl Gateway {
         let p = req.params.clone().unwrap_or(Value::Object(Map::new()));
         if matches!(
             req.method.as_str(),
-            "initialize" | "tools/list" | "tools/call" | "axp.index" | "axp.describe" | "job.start"
+            "initialize"
+                | "tools/list"
+                | "tools/call"
+                | "axp.index"
+                | "axp.describe"
+                | "job.start"
+                | "resources/list"
+                | "resources/templates/list"
+                | "prompts/list"
         ) {
             // Right after start-up, the first requests that read the catalog wait (a bounded
             // while) for servers still starting, so a client that connects at once sees them.
@@ -111,6 +121,15 @@ impl Gateway {
             "initialize" => self.initialize(&p, ctx),
             "tools/list" => self.tools_list(ctx),
             "tools/call" => self.tools_call(&req.id, &p, ctx).await,
+            "resources/list" => self.resources_list(&p, ctx).await,
+            "resources/templates/list" => self.resource_templates_list(&p, ctx).await,
+            "resources/read" => self.resources_read(&p, ctx).await,
+            "resources/subscribe" => self.resources_subscribe(&p, ctx, true).await,
+            "resources/unsubscribe" => self.resources_subscribe(&p, ctx, false).await,
+            "prompts/list" => self.prompts_list(&p, ctx).await,
+            "prompts/get" => self.prompts_get(&p, ctx).await,
+            "completion/complete" => self.complete(&p, ctx).await,
+            "logging/setLevel" => self.set_log_level(&p, ctx).await,
             "session.open" => {
                 let params: SessionOpenParams = params(&p)?;
                 let r = self.open_for(ctx, params, false)?;

@@ -304,11 +304,14 @@ async fn get_stream(State(st): State<AppState>, headers: HeaderMap) -> HttpRespo
         });
         return sse(ReceiverStream::new(rx));
     }
-    // The standing notification stream (list_changed) for this session.
+    // The standing notification stream of this session: what every client hears
+    // (list_changed) and what is for this session alone (resource updates, server logs).
     let rx = st.gw.notify.subscribe();
+    let me = session.id.clone();
     let stream = tokio_stream::wrappers::BroadcastStream::new(rx)
         .filter_map(|m| m.ok())
-        .map(|message| Push { event_id: None, message });
+        .filter(move |o| o.reaches(Some(&me)))
+        .map(|o| Push { event_id: None, message: o.message });
     sse(stream)
 }
 

@@ -32,17 +32,22 @@ pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
     let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
     let mut notes = gw.notify.subscribe();
     let note_tx = out_tx.clone();
+    let session: Arc<Mutex<Option<String>>> = Arc::default();
+    let mine = session.clone();
     let notes_task = tokio::spawn(async move {
         while let Ok(n) = notes.recv().await {
             if !*ready_rx.borrow() {
                 continue;
             }
-            if note_tx.send(n.to_string()).is_err() {
+            let me = mine.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            if !n.reaches(me.as_deref()) {
+                continue;
+            }
+            if note_tx.send(n.message.to_string()).is_err() {
                 break;
             }
         }
     });
-    let session: Arc<Mutex<Option<String>>> = Arc::default();
     let mut lines = FramedRead::new(tokio::io::stdin(), LinesCodec::new_with_max_length(max_line));
     while let Some(line) = lines.next().await {
         let line = match line {

@@ -28,8 +28,9 @@
 //!   the last one delivered is dropped, which keeps the job log monotonic as MCP requires.
 //! * **Logging.** MCP `notifications/message` carries no request id, and over stdio nothing ties
 //!   it to a call, so attributing it to one job could leak one session's data into another's
-//!   log. Server logs therefore go to `tracing` (target `axp_providers::mcp::upstream`), never
-//!   into a job.
+//!   log. Server logs therefore go to `tracing` (target `axp_providers::mcp::upstream`) and out
+//!   as [`ProviderEvent::Log`](crate::ProviderEvent::Log) for the gateway to forward to the
+//!   sessions that may see this server, never into a job.
 //! * **Cancel and timeout** send `notifications/cancelled` for the request, then return
 //!   `Cancelled` / `Timeout`. A call future dropped before its answer also sends it.
 //! * **Crash or hang.** A stdio child is watched directly: when it exits, every call in flight
@@ -49,8 +50,13 @@
 //!   is the session ending, watched like a stdio child's exit: calls in flight fail at once
 //!   with `Unavailable` and the server is reconnected with backoff. The server's `endpoint`
 //!   must be on the stream's origin, or the connection is refused.
-//! * Resources and prompts are passed through as raw JSON by inherent methods
-//!   ([`McpProvider::list_resources`], [`McpProvider::read_resource`],
+//! * **Resources, prompts, completion and logging** pass through as raw JSON (rmcp's types
+//!   re-serialised) by the [`Provider`](crate::Provider) methods. A server is asked only for
+//!   what it declared in its `initialize` capabilities: one that declared no resources lists
+//!   none (and a read names the resource unknown), never an upstream -32601.
+//!   `resources/list_changed`, `prompts/list_changed`, `resources/updated` and
+//!   `notifications/message` become [`ProviderEvent`](crate::ProviderEvent)s; logs also go to
+//!   `tracing`.
 
 mod child;
 mod config;

@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use axp_protocol::{RpcError, ToolCall, ToolOutput, ToolSpec};
+#[allow(deprecated)]
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientRequest, GetPromptRequestParams, ReadResourceRequestParams,
-    ServerResult,
+    CallToolRequest, CallToolRequestParams, ClientRequest, CompleteRequestParams, GetPromptRequestParams, LoggingLevel,
+    ReadResourceRequestParams, ServerCapabilities, ServerResult, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::Value;
@@ -71,38 +73,6 @@ impl McpProvider {
         self.inner.lock().conn.as_ref().and_then(|c| c.pid)
     }
 
-    /// `resources/list` (every page), raw MCP `Resource` objects.
-    pub async fn list_resources(&self) -> Result<Vec<Value>, ProviderError> {
-        self.passthrough("resources/list", |peer| async move { peer.list_all_resources().await }).await
-    }
-
-    /// `resources/templates/list` (every page), raw MCP `ResourceTemplate` objects.
-    pub async fn list_resource_templates(&self) -> Result<Vec<Value>, ProviderError> {
-        self.passthrough("resources/templates/list", |peer| async move { peer.list_all_resource_templates().await })
-            .await
-    }
-
-    /// `resources/read`, the raw `ReadResourceResult` (`{"contents": [...]}`).
-    pub async fn read_resource(&self, uri: &str) -> Result<Value, ProviderError> {
-        let params = ReadResourceRequestParams::new(uri);
-        self.passthrough("resources/read", |peer| async move { peer.read_resource(params).await }).await
-    }
-
-    /// `prompts/list` (every page), raw MCP `Prompt` objects.
-    pub async fn list_prompts(&self) -> Result<Vec<Value>, ProviderError> {
-        self.passthrough("prompts/list", |peer| async move { peer.list_all_prompts().await }).await
-    }
-
-    /// `prompts/get`, the raw `GetPromptResult` (`{"description"?, "messages": [...]}`).
-    pub async fn get_prompt(
-        &self,
-        name: &str,
-        arguments: serde_json::Map<String, Value>,
-    ) -> Result<Value, ProviderError> {
-        let params = GetPromptRequestParams::new(name).with_arguments(arguments);
-        self.passthrough("prompts/get", |peer| async move { peer.get_prompt(params).await }).await
-    }
-
     /// Runs one request on the live connection with the call timeout, and returns its answer
     /// as JSON (rmcp's types re-serialised). A timeout names `what` in place of a tool.
     async fn passthrough<R, T, F, Fut>(&self, what: &str, f: F) -> Result<T, ProviderError>
@@ -132,6 +102,14 @@ impl McpProvider {
                 })
             }),
         }
+    }
+
+    /// Whether the connected server declared a capability (`what` reads its
+    /// `ServerCapabilities`); a server that did not is not asked, so a fleet of servers where
+    /// only some offer resources lists cleanly instead of collecting -32601s.
+    fn offers(&self, what: impl Fn(&ServerCapabilities) -> bool) -> Result<bool, ProviderError> {
+        let conn = self.conn()?;
+        Ok(conn.peer.peer_info().is_none_or(|info| what(&info.capabilities)))
     }
 
     fn conn(&self) -> Result<Arc<Conn>, ProviderError> {
@@ -277,6 +255,92 @@ impl Provider for McpProvider {
 
     fn events(&self) -> Option<broadcast::Receiver<ProviderEvent>> {
         Some(self.inner.events.subscribe())
+    }
+
+    async fn resources(&self) -> Result<Vec<Value>, ProviderError> {
+        if !self.offers(|c| c.resources.is_some())? {
+            return Ok(Vec::new());
+        }
+        self.passthrough("resources/list", |peer| async move { peer.list_all_resources().await }).await
+    }
+
+    async fn resource_templates(&self) -> Result<Vec<Value>, ProviderError> {
+        if !self.offers(|c| c.resources.is_some())? {
+            return Ok(Vec::new());
+        }
+        self.passthrough("resources/templates/list", |peer| async move { peer.list_all_resource_templates().await })
+            .await
+    }
+
+    async fn read_resource(&self, uri: &str) -> Result<Value, ProviderError> {
+        if !self.offers(|c| c.resources.is_some())? {
+            return Err(ProviderError::UnknownResource(uri.to_string()));
+        }
+        let params = ReadResourceRequestParams::new(uri);
+        self.passthrough("resources/read", |peer| async move { peer.read_resource(params).await }).await
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe_resource(&self, uri: &str, on: bool) -> Result<(), ProviderError> {
+        if !self.offers(|c| c.resources.as_ref().is_some_and(|r| r.subscribe == Some(true)))? {
+            return Err(ProviderError::Unsupported(format!(
+                "server `{}` does not support resource subscriptions (it did not declare `resources.subscribe`)",
+                self.inner.cfg.id
+            )));
+        }
+        let uri = uri.to_string();
+        if on {
+            let params = SubscribeRequestParams::new(uri);
+            self.passthrough::<_, Value, _, _>(
+                "resources/subscribe",
+                |peer| async move { peer.subscribe(params).await },
+            )
+            .await?;
+        } else {
+            let params = UnsubscribeRequestParams::new(uri);
+            self.passthrough::<_, Value, _, _>("resources/unsubscribe", |peer| async move {
+                peer.unsubscribe(params).await
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn prompts(&self) -> Result<Vec<Value>, ProviderError> {
+        if !self.offers(|c| c.prompts.is_some())? {
+            return Ok(Vec::new());
+        }
+        self.passthrough("prompts/list", |peer| async move { peer.list_all_prompts().await }).await
+    }
+
+    async fn get_prompt(&self, name: &str, arguments: serde_json::Map<String, Value>) -> Result<Value, ProviderError> {
+        if !self.offers(|c| c.prompts.is_some())? {
+            return Err(ProviderError::UnknownPrompt(name.to_string()));
+        }
+        let params = GetPromptRequestParams::new(name).with_arguments(arguments);
+        self.passthrough("prompts/get", |peer| async move { peer.get_prompt(params).await }).await
+    }
+
+    async fn complete(&self, params: Value) -> Result<Value, ProviderError> {
+        if !self.offers(|c| c.completions.is_some())? {
+            return Ok(serde_json::json!({"completion": {"values": [], "hasMore": false}}));
+        }
+        let params: CompleteRequestParams = serde_json::from_value(params)
+            .map_err(|e| ProviderError::InvalidArguments(format!("completion/complete: {e}")))?;
+        self.passthrough("completion/complete", |peer| async move { peer.complete(params).await }).await
+    }
+
+    #[allow(deprecated)]
+    async fn set_log_level(&self, level: &str) -> Result<(), ProviderError> {
+        if !self.offers(|c| c.logging.is_some())? {
+            return Ok(());
+        }
+        let level: LoggingLevel = serde_json::from_value(Value::String(level.to_string()))
+            .map_err(|e| ProviderError::InvalidArguments(format!("`{level}` is not a log level: {e}")))?;
+        let params = SetLevelRequestParams::new(level);
+        self.passthrough::<_, Value, _, _>("logging/setLevel", |peer| async move { peer.set_level(params).await })
+            .await?;
+        Ok(())
     }
 
     async fn shutdown(&self) -> Result<(), ProviderError> {

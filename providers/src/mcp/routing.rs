@@ -1,6 +1,6 @@
 //! What arrives from the server without being asked, and where it goes: progress notifications
 //! routed by token to the sink of the call that owns them (in order, early arrivals adopted),
-//! server logs to `tracing`, `list_changed` to the supervisor; and the guards that unregister a
+//! server logs to `tracing` and out as events, resource and prompt changes out as events, tool `list_changed` to the supervisor; and the guards that unregister a
 //! call's route and send `notifications/cancelled` for a call abandoned half-way.
 
 use std::collections::{HashMap, VecDeque};
@@ -9,15 +9,18 @@ use std::time::Duration;
 
 use axp_protocol::methods::JobEventKind;
 use rmcp::ClientHandler;
-use rmcp::model::{CancelledNotificationParam, ClientConfig, ProgressNotificationParam, ProgressToken, RequestId};
+use rmcp::model::{
+    CancelledNotificationParam, ClientConfig, ProgressNotificationParam, ProgressToken, RequestId,
+    ResourceUpdatedNotificationParam,
+};
 // MCP logging is deprecated by SEP-2577 (protocol 2026-07-28), but the servers people run today
 // (2025-06-18 and 2025-11-25) still send it, so it is handled.
 #[allow(deprecated)]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::{NotificationContext, Peer, RoleClient};
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 
-use crate::JobSink;
+use crate::{JobSink, ProviderEvent};
 
 /// Where progress notifications go: the sink of the call that owns the token.
 #[derive(Default)]
@@ -133,6 +136,8 @@ pub(super) struct Handler {
     pub(super) provider: String,
     pub(super) progress: Arc<ProgressRouter>,
     pub(super) relist: mpsc::UnboundedSender<()>,
+    /// The provider's events: list changes, resource updates and logs go out here.
+    pub(super) events: broadcast::Sender<ProviderEvent>,
 }
 
 impl ClientHandler for Handler {
@@ -161,10 +166,32 @@ impl ClientHandler for Handler {
             }
             _ => tracing::error!(target: "axp_providers::mcp::upstream", %provider, logger, %data),
         }
+        let level = serde_json::to_value(params.level).ok().and_then(|v| v.as_str().map(str::to_string));
+        let _ = self.events.send(ProviderEvent::Log {
+            level: level.unwrap_or_else(|| "info".into()),
+            logger: params.logger,
+            data: params.data,
+        });
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         let _ = self.relist.send(());
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.events.send(ProviderEvent::ResourcesChanged);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.events.send(ProviderEvent::PromptsChanged);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.events.send(ProviderEvent::ResourceUpdated { uri: params.uri });
     }
 
     fn get_info(&self) -> ClientConfig {

@@ -93,6 +93,7 @@ impl Session {
             provider: inner.cfg.id.to_string(),
             progress: progress.clone(),
             relist: relist_tx,
+            events: inner.events.clone(),
         };
         let service_ct = CancellationToken::new();
         let mut link = None;

@@ -346,15 +346,15 @@ async fn a_frozen_server_is_noticed_by_the_heartbeat_and_restarted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resources_and_prompts_pass_through() {
     let p = start("everything", everything_spec()).await;
-    let resources = p.list_resources().await.unwrap();
+    let resources = p.resources().await.unwrap();
     let first = resources.iter().find_map(|r| r["uri"].as_str()).expect("server-everything lists static resources");
     let read = p.read_resource(first).await.unwrap();
     assert_eq!(read["contents"][0]["uri"], first, "{read}");
-    let templates = p.list_resource_templates().await.unwrap();
+    let templates = p.resource_templates().await.unwrap();
     assert!(!templates.is_empty());
     assert!(templates.iter().all(|t| t["uriTemplate"].is_string()));
 
-    let prompts = p.list_prompts().await.unwrap();
+    let prompts = p.prompts().await.unwrap();
     let names: Vec<&str> = prompts.iter().filter_map(|p| p["name"].as_str()).collect();
     assert!(names.contains(&"args-prompt"), "{names:?}");
     let got = p.get_prompt("args-prompt", args(json!({"city": "Lyon"}))).await.unwrap();
@@ -364,5 +364,5 @@ async fn resources_and_prompts_pass_through() {
     let err = p.read_resource("demo://no/such/thing").await.unwrap_err();
     assert!(matches!(err, ProviderError::Upstream(_)), "{err:?}");
     p.shutdown().await.unwrap();
-    assert!(matches!(p.list_prompts().await, Err(ProviderError::Unavailable { .. })));
+    assert!(matches!(p.prompts().await, Err(ProviderError::Unavailable { .. })));
 }
