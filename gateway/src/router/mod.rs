@@ -100,18 +100,10 @@ impl Gateway {
 
     async fn call(&self, req: Request, ctx: &Ctx) -> Result<Value, RpcError> {
         let p = req.params.clone().unwrap_or(Value::Object(Map::new()));
-        if matches!(
-            req.method.as_str(),
-            "initialize"
-                | "tools/list"
-                | "tools/call"
-                | "axp.index"
-                | "axp.describe"
-                | "job.start"
-                | "resources/list"
-                | "resources/templates/list"
-                | "prompts/list"
-        ) {
+        let m = req.method.as_str();
+        if matches!(m, "initialize" | "tools/list" | "tools/call" | "axp.index" | "axp.describe" | "job.start")
+            || ["resources/", "prompts/", "completion/", "logging/"].iter().any(|f| m.starts_with(f))
+        {
             // Right after start-up, the first requests that read the catalog wait (a bounded
             // while) for servers still starting, so a client that connects at once sees them.
             self.registry.settle().await;

@@ -18,6 +18,7 @@ pub mod jobs;
 pub mod legacy_sse;
 pub mod lint;
 pub mod mcp_clients;
+pub mod mcp_features;
 pub mod operators;
 pub mod plugins;
 pub mod pty;
