@@ -122,6 +122,19 @@ struct RawStaticTool {
     description: String,
     #[serde(rename = "inputSchema", alias = "input_schema")]
     input_schema: Option<Value>,
+    // The rest of MCP's `Tool`, carried to clients unchanged, as a server's would be.
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default, rename = "outputSchema", alias = "output_schema")]
+    output_schema: Option<Value>,
+    #[serde(default)]
+    annotations: Option<Value>,
+    #[serde(default)]
+    icons: Option<Value>,
+    #[serde(default)]
+    execution: Option<Value>,
+    #[serde(default, rename = "_meta")]
+    meta: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -644,7 +657,29 @@ fn resolve_static(raw: RawStaticFile, path: &Path, env: &dyn EnvSource) -> Resul
             ));
             continue;
         }
-        tools.push(ToolSpec::new(t.name, t.description, schema));
+        let objects = [
+            ("outputSchema", &t.output_schema),
+            ("annotations", &t.annotations),
+            ("execution", &t.execution),
+            ("_meta", &t.meta),
+        ];
+        if let Some((key, _)) = objects.iter().find(|(_, v)| v.as_ref().is_some_and(|v| !v.is_object())) {
+            problems.push(problem(path, format!("tools[{i}].{key}"), format!("`{key}` must be a JSON object"), None));
+            continue;
+        }
+        if t.icons.as_ref().is_some_and(|v| !v.is_array()) {
+            problems.push(problem(path, format!("tools[{i}].icons"), "`icons` must be an array".into(), None));
+            continue;
+        }
+        tools.push(ToolSpec {
+            title: t.title,
+            output_schema: t.output_schema,
+            annotations: t.annotations,
+            icons: t.icons,
+            execution: t.execution,
+            meta: t.meta,
+            ..ToolSpec::new(t.name, t.description, schema)
+        });
     }
     match (problems.is_empty(), command) {
         (true, Ok(command)) => Ok(StaticProvider {
@@ -802,6 +837,26 @@ mod tests {
         .unwrap();
         assert_eq!(f.statics[0].tools[0].name, "forecast");
         assert!(p(r#"{"provider": "w", "bridge": {"command": "x"}, "tools": [], "toolz": 1}"#).is_err());
+    }
+
+    #[test]
+    fn static_form_carries_the_rest_of_mcps_tool() {
+        let f = p(r#"{"provider": "weather", "bridge": {"command": "python3"}, "tools": [{
+              "name": "forecast", "title": "Forecast", "description": "Get a forecast",
+              "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "properties": {"t": {"type": "number"}}},
+              "annotations": {"readOnlyHint": true}, "icons": [{"src": "https://example.com/i.png"}],
+              "execution": {"taskSupport": "optional"}, "_meta": {"vendor/x": 1}}]}"#)
+        .unwrap();
+        let t = &f.statics[0].tools[0];
+        assert_eq!(t.title.as_deref(), Some("Forecast"));
+        assert_eq!(t.output_schema.as_ref().unwrap()["properties"]["t"]["type"], "number");
+        assert_eq!(t.annotation("readOnlyHint"), Some(true));
+        assert_eq!(t.icons.as_ref().unwrap()[0]["src"], "https://example.com/i.png");
+        assert_eq!(t.execution.as_ref().unwrap()["taskSupport"], "optional");
+        assert_eq!(t.meta.as_ref().unwrap()["vendor/x"], 1);
+        let e = p(r#"{"provider": "w", "bridge": {"command": "x"}, "tools": [{"name": "a", "outputSchema": 3}]}"#)
+            .unwrap_err();
+        assert!(format!("{e:?}").contains("outputSchema"), "{e:?}");
     }
 
     #[test]
