@@ -28,13 +28,13 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Looks `name` up in `path_env` (default `/usr/local/bin:/usr/bin:/bin`), like `execvp`.
+/// Looks `name` up in `path_env` (default [`crate::DEFAULT_PATH`]), like `execvp`.
 pub fn find_program(name: &str, path_env: Option<&OsStr>) -> Option<PathBuf> {
     if name.contains('/') {
         let p = PathBuf::from(name);
         return p.is_absolute().then_some(p).filter(|p| is_executable(p));
     }
-    let path = path_env.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
+    let path = path_env.unwrap_or(OsStr::new(crate::DEFAULT_PATH));
     std::env::split_paths(path).map(|d| d.join(name)).find(|c| is_executable(c))
 }
 

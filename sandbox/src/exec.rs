@@ -391,11 +391,8 @@ fn resolve_program(arg0: &OsString, env: &[(OsString, OsString)], cwd: &Path) ->
     if arg0.as_bytes().contains(&b'/') {
         return cwd.join(arg0);
     }
-    let path = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let path =
+        env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_else(|| crate::DEFAULT_PATH.into());
     for dir in std::env::split_paths(&path) {
         let cand = dir.join(arg0);
         if let Ok(c) = cstr(&cand) {

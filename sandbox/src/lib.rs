@@ -27,7 +27,7 @@ use std::path::Path;
 use std::process::{Command, ExitStatus};
 
 pub use exec::{EXIT_CANNOT_EXEC, EXIT_NOT_FOUND, EXIT_SETUP, RELAYED_SIGNALS, exec_main};
-pub use policy::{Limits, NetPolicy, POLICY_ENV, Policy, PolicyBuilder, PolicyError};
+pub use policy::{DEFAULT_PATH, Limits, NetPolicy, POLICY_ENV, Policy, PolicyBuilder, PolicyError};
 pub use probe::{HostSupport, Layers, probe};
 pub use seccomp::denied_syscalls;
 

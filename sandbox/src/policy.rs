@@ -24,6 +24,17 @@ use std::path::{Component, Path, PathBuf};
 /// on to the target, whose environment is exactly [`Policy::env`].
 pub const POLICY_ENV: &str = "AXP_SANDBOX_POLICY";
 
+/// The workspace's one default `PATH`: what a sandboxed target gets when its environment names
+/// none ([`Policy::builder`], the `execvp`-style lookup in `__sandbox-exec`), where
+/// [`crate::discover::find_program`] looks when not given one, and what the gateway's command
+/// jobs and the providers' tools start from when their configuration sets none. It is the
+/// conventional root `PATH` of a Linux system, `sbin` directories included, so a program
+/// installed only there resolves as it does in an operator's shell; and it holds every directory
+/// of the shorter `/usr/local/bin:/usr/bin:/bin`, in the same order, so nothing that resolved on
+/// that one stops resolving. It grants nothing: which of these directories a sandboxed process
+/// can see is the policy's decision, not the `PATH`'s.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 const MAGIC: &[u8; 8] = b"AXPSBX2\0";
 
 /// How the sandboxed process may reach the network.
@@ -198,7 +209,7 @@ pub struct PolicyBuilder {
 impl Policy {
     /// Starts a policy for `workspace` (read-only until [`PolicyBuilder::fs_write`] covers it),
     /// with no network, no PTY, default limits, a 64 MiB `/tmp` and the environment
-    /// `PATH=/usr/local/bin:/usr/bin:/bin`, `HOME=/tmp`, `LANG=C.UTF-8`.
+    /// `PATH=`[`DEFAULT_PATH`], `HOME=/tmp`, `LANG=C.UTF-8`.
     pub fn builder(workspace: impl Into<PathBuf>) -> PolicyBuilder {
         PolicyBuilder {
             workspace: workspace.into(),
@@ -207,7 +218,7 @@ impl Policy {
             writes: Vec::new(),
             hide: Vec::new(),
             env: vec![
-                ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+                ("PATH".into(), DEFAULT_PATH.into()),
                 ("HOME".into(), "/tmp".into()),
                 ("LANG".into(), "C.UTF-8".into()),
             ],

@@ -43,7 +43,7 @@ fn provider_env(block: &SandboxBlock, own: &BTreeMap<String, String>) -> BTreeMa
 /// script that needs the manager's whole state directory, which a sandboxed process cannot read,
 /// so `python3` should resolve to a real interpreter further down the PATH instead.
 fn sandbox_path() -> String {
-    let host = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    let host = std::env::var("PATH").unwrap_or_else(|_| axp_sandbox::DEFAULT_PATH.into());
     host.split(':').filter(|d| !d.is_empty() && !d.split('/').any(|c| c == "shims")).collect::<Vec<_>>().join(":")
 }
 

@@ -120,8 +120,9 @@ pub fn start(
         RpcError::new(
             ErrorCode::ProviderUnavailable,
             format!(
-                "`{}` is not installed on the gateway's PATH (/usr/local/bin:/usr/bin:/bin), so code-mode cannot run {}",
+                "`{}` is not installed on the gateway's PATH ({}), so code-mode cannot run {}",
                 spec.program,
+                axp_sandbox::DEFAULT_PATH,
                 language.as_str()
             ),
         )

@@ -298,7 +298,7 @@ pub fn session_policy(s: &Session, extra_read: &[std::path::PathBuf]) -> Result<
 /// The environment every command job starts from (nothing of the gateway's own leaks in).
 pub fn base_env(workspace: &Path) -> std::collections::BTreeMap<String, String> {
     [
-        ("PATH", "/usr/local/bin:/usr/bin:/bin".to_string()),
+        ("PATH", axp_sandbox::DEFAULT_PATH.to_string()),
         ("HOME", workspace.to_string_lossy().into_owned()),
         ("LANG", "C.UTF-8".to_string()),
         ("TERM", "dumb".to_string()),
