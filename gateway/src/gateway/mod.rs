@@ -67,6 +67,8 @@ pub struct Gateway {
     pub admission: crate::catalog::admission::Admission,
     /// MCP request ids of running `tools/call`s, so `notifications/cancelled` finds their job.
     pub(crate) inflight: Mutex<HashMap<(String, String), String>>,
+    /// Those of them the client cancelled: their answer is not sent.
+    pub(crate) cancelled: Mutex<std::collections::HashSet<(String, String)>>,
     /// Operators, approvals and quotas (`guard.rs`).
     pub guard: crate::auth::guard::Guard,
     /// This gateway, for tasks that outlive a request (code-mode's SDK sockets); see [`Gateway::shared`].
@@ -95,6 +97,7 @@ impl Gateway {
             audit,
             admission,
             inflight: Mutex::new(HashMap::new()),
+            cancelled: Mutex::default(),
             guard: crate::auth::guard::Guard::default(),
             me: std::sync::Weak::new(),
         }
@@ -133,6 +136,10 @@ impl Gateway {
         }
         let to = sessions.iter().map(|s| s.id.clone()).collect();
         let _ = self.notify.send(Outbound { to: Some(Arc::new(to)), message });
+    }
+
+    pub fn cancelled_lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<(String, String)>> {
+        self.cancelled.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub fn inflight_lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), String>> {

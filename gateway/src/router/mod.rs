@@ -66,6 +66,10 @@ impl Gateway {
                 let id = req.id.clone();
                 let method = req.method.clone();
                 let r = self.call(req, ctx).await;
+                if self.was_cancelled(&id, ctx) {
+                    // MCP: the receiver of `notifications/cancelled` sends no response.
+                    return None;
+                }
                 if let Err(e) = &r {
                     self.metrics.request_errors.inc();
                     if e.kind() == Some(ErrorCode::CapabilityDenied) {
@@ -90,12 +94,21 @@ impl Gateway {
         if n.method == "notifications/cancelled" {
             let req_id = n.params.as_ref().and_then(|p| p.get("requestId")).map(id_key);
             if let (Some(sid), Some(rid)) = (ctx.session_id.clone().or_else(|| ctx.opened_session()), req_id) {
-                let job = self.inflight_lock().get(&(sid, rid)).cloned();
+                let key = (sid, rid);
+                let job = self.inflight_lock().get(&key).cloned();
                 if let Some(job) = job {
+                    self.cancelled_lock().insert(key);
                     self.jobs.cancel(&job);
                 }
             }
         }
+    }
+
+    /// Whether the client cancelled request `id` while it ran (forgetting it: ids are reused).
+    fn was_cancelled(&self, id: &axp_protocol::jsonrpc::Id, ctx: &Ctx) -> bool {
+        let Some(sid) = ctx.session_id.clone().or_else(|| ctx.opened_session()) else { return false };
+        let key = (sid, id_key(&serde_json::to_value(id).unwrap_or_default()));
+        self.cancelled_lock().remove(&key)
     }
 
     async fn call(&self, req: Request, ctx: &Ctx) -> Result<Value, RpcError> {

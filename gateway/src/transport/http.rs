@@ -151,6 +151,19 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
         Ok(m) => m,
         Err(resp) => return json_response(StatusCode::BAD_REQUEST, &resp, None),
     };
+    // A session that was deleted or has expired is gone for good: MCP has the client start
+    // over with a new `initialize` when it gets 404.
+    let initialize = matches!(&msg, Incoming::Request(r) if r.method == "initialize");
+    if let (Some(sid), false) = (&ctx.session_id, initialize)
+        && let Err(e) = st.gw.sessions.authenticate(Some(sid), ctx.token.as_deref())
+        && e.kind() == Some(ErrorCode::UnknownSession)
+    {
+        let id = match &msg {
+            Incoming::Request(r) => r.id.clone(),
+            _ => Id::Null,
+        };
+        return json_response(StatusCode::NOT_FOUND, &Response::err(id, e), None);
+    }
     let Incoming::Request(req) = msg else {
         st.gw.handle(msg, &ctx).await;
         return StatusCode::ACCEPTED.into_response();
@@ -165,7 +178,11 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
     if !(accepts_sse && streams) {
         let resp = st.gw.handle(Incoming::Request(req), &ctx).await;
         let session = ctx.opened_session();
-        return json_response(StatusCode::OK, &resp, session);
+        return match resp {
+            Some(resp) => json_response(StatusCode::OK, &resp, session),
+            // The client cancelled the request: MCP has no response sent for it.
+            None => StatusCode::ACCEPTED.into_response(),
+        };
     }
     if req.method == "job.attach" {
         return attach_stream(st.gw.clone(), ctx, req).await;
@@ -175,12 +192,10 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
     let ctx = Ctx { push: Some(tx.clone()), ..ctx };
     let gw = st.gw.clone();
     tokio::spawn(async move {
-        let id = req.id.clone();
-        let resp = gw
-            .handle(Incoming::Request(req), &ctx)
-            .await
-            .unwrap_or_else(|| Response::err(id, RpcError::internal("no response")));
-        let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() });
+        // `None`: the client cancelled the request, and the stream ends without a response.
+        if let Some(resp) = gw.handle(Incoming::Request(req), &ctx).await {
+            let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() });
+        }
     });
     sse(UnboundedReceiverStream::new(rx))
 }

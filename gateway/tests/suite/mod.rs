@@ -19,6 +19,7 @@ pub mod legacy_sse;
 pub mod lint;
 pub mod mcp_clients;
 pub mod mcp_features;
+pub mod mcp_fidelity;
 pub mod operators;
 pub mod plugins;
 pub mod pty;
