@@ -4,52 +4,30 @@
 //! a connection: it belongs to its session, and only `job.cancel`, its timeout or its own end
 //! stops it. This module runs jobs and answers job queries; it does not check capabilities
 //! (the dispatcher does, before it calls in).
+//!
+//! This file is the registry and its public API: the live jobs and their in-memory tails, the
+//! durable append, starting, finishing, attaching, cancelling and talking to a running job.
+//! Launching each kind of work is `jobs/launch.rs`; jobs parked for an operator's approval are
+//! `jobs/parked.rs`.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axp_protocol::methods::{JobEvent, JobEventKind, JobState};
-use axp_protocol::{ErrorCode, RpcError, ToolCall, ToolOutput};
-use axp_providers::runner::{Capture, Ended, Process, exit_event, failed_event};
-use axp_providers::{CancellationToken, EventSink, JobSink, Launcher, ProcessSpec, ProviderError};
+use axp_protocol::{ErrorCode, RpcError, ToolOutput};
+use axp_providers::{CancellationToken, EventSink, ProviderError};
 use axp_store::{JobLog, JobRecord, Started, Store};
-use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
+use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use crate::catalog::registry::Resolved;
 use crate::util::{internal, now_ms};
 
-/// What a job runs.
-pub enum Work {
-    /// `cwd` is the session's workspace, passed to providers that run scripts there (skills).
-    Tool {
-        resolved: Box<Resolved>,
-        arguments: serde_json::Map<String, Value>,
-        cwd: Option<PathBuf>,
-    },
-    Command {
-        spec: ProcessSpec,
-        launcher: Arc<dyn Launcher>,
-    },
-    /// A code-mode job: a command plus what serves its SDK (`crate::codemode`), which is
-    /// dropped — socket closed, token revoked — when the process ends.
-    Code {
-        spec: ProcessSpec,
-        launcher: Arc<dyn Launcher>,
-        companion: Box<dyn Send + Sync>,
-    },
-    /// A command on a pseudo-terminal (`crate::execution::pty`).
-    Pty {
-        spec: ProcessSpec,
-        launcher: Arc<dyn Launcher>,
-        rows: u16,
-        cols: u16,
-    },
-}
+mod launch;
+mod parked;
+
+pub use launch::Work;
 
 /// A running job's handles. Kept a little after the job ends (see [`FINISHED_KEPT`]) so the
 /// last readers of a just-finished job are still served from memory.
@@ -298,193 +276,6 @@ impl Jobs {
         Ok((rec, true))
     }
 
-    /// Runs `work` as job `id` (a new job, or a parked one just approved).
-    fn launch(
-        &self,
-        id: &str,
-        log: JobLog,
-        live: Arc<Live>,
-        work: Work,
-        stdin_rx: Option<mpsc::Receiver<Option<Vec<u8>>>>,
-        timeout: Option<Duration>,
-    ) {
-        self.metrics.jobs_started.inc();
-        self.metrics.jobs_running.add(1);
-        let meter = self.quotas.output_meter(&live.session_id);
-        let sink = Arc::new(LogSink { log, live: live.clone(), job_id: id.to_string(), meter });
-        let this = self.clone();
-        let job_id = id.to_string();
-        let roots = self.writes.as_ref().map(|w| w.roots(&work)).unwrap_or_default();
-        tokio::spawn(async move {
-            let before = if roots.is_empty() {
-                Vec::new()
-            } else {
-                tokio::task::spawn_blocking(move || {
-                    roots.iter().map(|r| crate::execution::writes::Snapshot::take(r)).collect()
-                })
-                .await
-                .unwrap_or_default()
-            };
-            let cancel = live.cancel.clone();
-            if let Some(t) = timeout {
-                let c = cancel.clone();
-                let timed_out = live.clone();
-                tokio::spawn(async move {
-                    tokio::select! {
-                        _ = tokio::time::sleep(t) => {
-                            timed_out.timed_out.store(true, std::sync::atomic::Ordering::SeqCst);
-                            c.cancel();
-                        }
-                        _ = c.cancelled() => {}
-                    }
-                });
-            }
-            // A tool's result, appended right before its exit (see below).
-            let mut result = None;
-            let exit = match work {
-                Work::Tool { resolved, arguments, cwd } => {
-                    let times = this.metrics.tool_calls(resolved.entry.provider.as_str());
-                    let started = std::time::Instant::now();
-                    let (output, exit) =
-                        run_tool(*resolved, arguments, cwd, &job_id, sink.clone(), live.clone(), cancel).await;
-                    let took = started.elapsed();
-                    times.provider.observe(took);
-                    let _ = live.provider_time.set((took, times));
-                    result = output;
-                    exit
-                }
-                Work::Command { spec, launcher } => {
-                    run_command(spec, launcher, sink.clone(), live.clone(), stdin_rx, cancel).await
-                }
-                Work::Code { spec, launcher, companion } => {
-                    let exit = run_command(spec, launcher, sink.clone(), live.clone(), stdin_rx, cancel).await;
-                    drop(companion);
-                    exit
-                }
-                Work::Pty { spec, launcher, rows, cols } => {
-                    let l = live.clone();
-                    let started = move |pid: Option<u32>, t: Arc<crate::execution::pty::Terminal>| {
-                        *lock(&l.pid) = pid;
-                        *lock(&l.terminal) = Some(t);
-                    };
-                    let end = crate::execution::pty::run(
-                        &spec,
-                        launcher,
-                        (rows, cols),
-                        sink.clone(),
-                        stdin_rx,
-                        cancel,
-                        started,
-                    )
-                    .await;
-                    *lock(&live.stdin) = None;
-                    *lock(&live.pid) = None;
-                    *lock(&live.terminal) = None;
-                    match end {
-                        Ok(ended) => ended_event(ended, &live),
-                        Err(reason) => failed_event(reason),
-                    }
-                }
-            };
-            if let (Some(w), false) = (this.writes.clone(), before.is_empty()) {
-                let (id, session) = (job_id.clone(), live.session_id.clone());
-                let _ = tokio::task::spawn_blocking(move || w.record(&id, &session, &before)).await;
-            }
-            this.finish(&job_id, &sink, result, exit);
-        });
-    }
-
-    /// Records a job that must wait for an operator: state `awaiting_approval`, the request as
-    /// the first event of its log, and a live entry so attached clients wait for the decision.
-    /// Nothing runs until [`Jobs::resume`]. Returns the existing job for a repeated
-    /// idempotency key.
-    pub fn park(
-        &self,
-        session_id: &str,
-        kind: &str,
-        spec: Value,
-        idempotency_key: Option<String>,
-        request: Value,
-    ) -> Result<JobRecord, RpcError> {
-        let id = self.new_id();
-        let rec = new_record(&id, session_id, kind, spec, JobState::AwaitingApproval, idempotency_key);
-        let log = match self.store.start_job(&rec).map_err(|e| internal("recording a job", e))? {
-            Started::Existing(existing) => return Ok(existing),
-            Started::New(log) => log,
-        };
-        let ev = log
-            .append(JobEventKind::Log { level: "approval".into(), data: request })
-            .map_err(|e| internal("writing a job log", e))?;
-        log.sync().map_err(|e| internal("writing a job log", e))?;
-        let live = Arc::new(Live::new(session_id, None, true, log));
-        live.next_seq.send_replace(ev.seq + 1);
-        lock(&self.live).insert(id, live);
-        Ok(rec)
-    }
-
-    /// After a restart: parked jobs get their live entry back, so attached clients wait.
-    pub fn adopt_parked(&self) -> Result<usize, RpcError> {
-        let parked =
-            self.store.jobs_in_state(JobState::AwaitingApproval).map_err(|e| internal("listing parked jobs", e))?;
-        for j in &parked {
-            let log = self.store.log(&j.id).map_err(|e| internal("opening a job log", e))?;
-            let next = log.next_seq();
-            let live = Arc::new(Live::new(&j.session_id, None, true, log));
-            live.next_seq.send_replace(next);
-            lock(&self.live).insert(j.id.clone(), live);
-        }
-        Ok(parked.len())
-    }
-
-    /// Claims the decision on a parked job: succeeds for the first caller only (approve, deny
-    /// and cancel race through here), who must then [`Jobs::resume`], [`Jobs::fail_parked`] or
-    /// [`Jobs::release_parked`] it.
-    pub fn claim_parked(&self, job_id: &str) -> Result<(), RpcError> {
-        let live = lock(&self.live).get(job_id).cloned();
-        match live {
-            Some(l) if l.parked.swap(false, std::sync::atomic::Ordering::SeqCst) => Ok(()),
-            _ => Err(not_parked(job_id)),
-        }
-    }
-
-    /// Gives a claimed job back (its decision could not be recorded).
-    pub fn release_parked(&self, job_id: &str) {
-        if let Some(l) = lock(&self.live).get(job_id) {
-            l.parked.store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-
-    fn claimed_live(&self, job_id: &str) -> Result<Arc<Live>, RpcError> {
-        lock(&self.live).get(job_id).cloned().ok_or_else(|| not_parked(job_id))
-    }
-
-    /// Starts a claimed parked job's work (its approval).
-    pub fn resume(&self, job: &JobRecord, work: Work, timeout: Option<Duration>) -> Result<(), RpcError> {
-        let live = self.claimed_live(&job.id)?;
-        if let Err(e) = self.store.set_job_state(&job.id, JobState::Running, None, None, None, None) {
-            live.parked.store(true, std::sync::atomic::Ordering::SeqCst);
-            return Err(internal("recording an approval", e));
-        }
-        let log = self.store.log(&job.id).map_err(|e| internal("opening a job log", e))?;
-        self.launch(&job.id, log, live, work, None, timeout);
-        Ok(())
-    }
-
-    /// Ends a claimed parked job without running it (denied, cancelled, or impossible to run).
-    pub fn fail_parked(&self, job_id: &str, state: JobState, error: RpcError) -> Result<(), RpcError> {
-        let live = self.claimed_live(job_id)?;
-        let log = self.store.log(job_id).map_err(|e| internal("opening a job log", e))?;
-        let sink = LogSink { log, live, job_id: job_id.to_string(), meter: None };
-        self.metrics.jobs_running.add(1);
-        self.finish(
-            job_id,
-            &sink,
-            None,
-            JobEventKind::Exit { state, code: None, signal: None, error: serde_json::to_value(error).ok() },
-        );
-        Ok(())
-    }
-
     /// Appends a job's last events (a tool's result, then the exit) and retires its live entry.
     fn finish(&self, job_id: &str, sink: &LogSink, result: Option<ToolOutput>, mut exit: JobEventKind) {
         if let JobEventKind::Exit { error, .. } = &mut exit
@@ -704,13 +495,6 @@ impl Jobs {
     }
 }
 
-fn not_parked(job_id: &str) -> RpcError {
-    RpcError::new(
-        ErrorCode::InvalidParams,
-        format!("job `{job_id}` is not awaiting approval (already decided, cancelled, or never parked)"),
-    )
-}
-
 /// A job's record as it is first stored: no end yet.
 fn new_record(
     id: &str,
@@ -796,117 +580,6 @@ pub fn provider_error_to_rpc(e: &ProviderError) -> RpcError {
             tracing::error!(error = %e, "provider I/O failure");
             RpcError::new(ErrorCode::ProviderUnavailable, format!("the provider failed: {context}"))
         }
-    }
-}
-
-async fn run_tool(
-    resolved: Resolved,
-    arguments: serde_json::Map<String, Value>,
-    cwd: Option<PathBuf>,
-    job_id: &str,
-    sink: Arc<LogSink>,
-    live: Arc<Live>,
-    cancel: CancellationToken,
-) -> (Option<ToolOutput>, JobEventKind) {
-    let call = ToolCall {
-        tool: resolved.entry.spec.name.clone(),
-        arguments,
-        meta: Some(json!({"job_id": job_id, "cwd": cwd})),
-    };
-    let result = resolved.provider.call(call, sink.clone(), cancel.clone()).await;
-    match result {
-        Ok(output) => {
-            let exit = JobEventKind::Exit {
-                state: JobState::Exited,
-                code: Some(i32::from(output.is_error)),
-                signal: None,
-                error: None,
-            };
-            (Some(output), exit)
-        }
-        Err(ProviderError::Cancelled) => (
-            None,
-            JobEventKind::Exit {
-                state: JobState::Killed,
-                code: None,
-                signal: Some(live.stop_reason().into()),
-                error: None,
-            },
-        ),
-        Err(e) => {
-            let rpc = provider_error_to_rpc(&e);
-            (
-                None,
-                JobEventKind::Exit {
-                    state: JobState::Failed,
-                    code: None,
-                    signal: None,
-                    error: serde_json::to_value(rpc).ok(),
-                },
-            )
-        }
-    }
-}
-
-/// The most a job keeps in memory of its output: nothing. Output streams to the log in chunks
-/// of at most this many bytes.
-const CHUNK: usize = 16 * 1024;
-
-async fn run_command(
-    spec: ProcessSpec,
-    launcher: Arc<dyn Launcher>,
-    sink: Arc<LogSink>,
-    live: Arc<Live>,
-    stdin_rx: Option<mpsc::Receiver<Option<Vec<u8>>>>,
-    cancel: CancellationToken,
-) -> JobEventKind {
-    let failed = failed_event;
-    let mut cmd = match launcher.command(&spec) {
-        Ok(c) => c,
-        Err(e) => return failed(format!("cannot prepare the command: {e}")),
-    };
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut process = match Process::spawn(cmd).await {
-        Ok(p) => p,
-        Err(e) => return failed(format!("cannot start `{}`: {e}", spec.program)),
-    };
-    *lock(&live.pid) = process.id();
-    if let (Some(mut stdin), Some(mut rx)) = (process.take_stdin(), stdin_rx) {
-        tokio::spawn(async move {
-            while let Some(msg) = rx.recv().await {
-                match msg {
-                    Some(data) => {
-                        if stdin.write_all(&data).await.is_err() {
-                            break;
-                        }
-                        let _ = stdin.flush().await;
-                    }
-                    None => break,
-                }
-            }
-        });
-    }
-    let sink: JobSink = sink;
-    process.pump_pipes(&sink, Capture::stream(CHUNK), Capture::stream(CHUNK));
-    // The runner returns once the output is settled, so output always precedes the exit event
-    // in the log; a background process still holding a pipe is killed with the group.
-    let finished = process.wait(&cancel, None).await;
-    *lock(&live.stdin) = None;
-    *lock(&live.pid) = None;
-    ended_event(finished.ended, &live)
-}
-
-/// The exit event of a job's process that ran: how it ended, or why it was stopped.
-fn ended_event(ended: Ended, live: &Live) -> JobEventKind {
-    match ended {
-        Ended::Exited(status) => exit_event(&status),
-        Ended::Cancelled | Ended::TimedOut => JobEventKind::Exit {
-            state: JobState::Killed,
-            code: None,
-            signal: Some(live.stop_reason().into()),
-            error: None,
-        },
-        Ended::WaitFailed(e) => failed_event(format!("waiting for the process failed: {e}")),
     }
 }
 
