@@ -71,6 +71,8 @@ struct RawServer {
     enabled: Option<bool>,
     prefix: Option<PrefixMode>,
     approval: Option<crate::operator_policy::Approval>,
+    sampling: Option<bool>,
+    elicitation: Option<bool>,
     // Keys other MCP clients define; understood where they mean something to us.
     disabled: Option<bool>,
     timeout: Option<u64>,
@@ -168,6 +170,10 @@ pub struct ServerConfig {
     pub timeout_s: u64,
     pub prefix: PrefixMode,
     pub approval_required: bool,
+    /// Whether the server may ask the client for a completion (`sampling/createMessage`) and
+    /// for input (`elicitation/create`); both `true` unless the operator set them `false`.
+    pub sampling: bool,
+    pub elicitation: bool,
     pub source: PathBuf,
 }
 
@@ -603,6 +609,8 @@ fn resolve_servers(
             timeout_s: s.timeout_s.or(s.timeout).unwrap_or(DEFAULT_TIMEOUT_S),
             prefix: s.prefix.unwrap_or_default(),
             approval_required: s.approval == Some(crate::operator_policy::Approval::Required),
+            sampling: s.sampling.unwrap_or(true),
+            elicitation: s.elicitation.unwrap_or(true),
             source: path.to_path_buf(),
         });
     }

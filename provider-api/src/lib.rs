@@ -1,5 +1,6 @@
 //! `axp-provider-api` is the seam every tool source implements: the [`Provider`] trait, the plain
 //! types that cross it ([`ProviderId`], [`ProviderError`], [`ProviderEvent`], [`EventSink`],
+//! [`ClientRelay`] for the requests servers make of the client,
 //! [`ProcessSpec`], [`ProcessPolicy`], [`Launcher`] …), the one thread every child process is
 //! forked from ([`spawn`]) and the one runner every short-lived child goes through
 //! ([`process`]). **API boundary:** plugin authors, the providers and the gateway all code
@@ -298,6 +299,54 @@ pub trait Provider: Send + Sync {
 
 /// Shared handle to a provider.
 pub type DynProvider = Arc<dyn Provider>;
+
+/// A request a provider's server makes of the client: MCP `sampling/createMessage`,
+/// `elicitation/create` or `roots/list`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientAsk {
+    pub method: String,
+    pub params: Value,
+    /// The `meta` of every call to this provider in flight when the server asked (the gateway
+    /// puts the job id there): the server's request belongs to one of them, and the gateway
+    /// decides whose client it may reach.
+    pub during: Vec<Value>,
+}
+
+/// Where providers send their servers' requests of the client; the gateway implements it and
+/// relays each request to the session whose call caused it.
+#[async_trait]
+pub trait ClientRelay: Send + Sync {
+    /// The client's answer (the raw MCP result), or the error to give the server.
+    async fn ask(&self, provider: &ProviderId, ask: ClientAsk) -> Result<Value, RpcError>;
+}
+
+/// A [`ClientRelay`] set once, after the providers were built (the gateway that relays exists
+/// only once its providers are mounted). Until it is set, every request is refused.
+#[derive(Clone, Default)]
+pub struct RelayLink(Arc<std::sync::OnceLock<Arc<dyn ClientRelay>>>);
+
+impl RelayLink {
+    /// Connects the link; a second call is ignored.
+    pub fn set(&self, relay: Arc<dyn ClientRelay>) {
+        let _ = self.0.set(relay);
+    }
+
+    pub fn get(&self) -> Option<Arc<dyn ClientRelay>> {
+        self.0.get().cloned()
+    }
+}
+
+impl PartialEq for RelayLink {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for RelayLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayLink").field("set", &self.0.get().is_some()).finish()
+    }
+}
 
 /// The deadline of one call: `call.meta.timeout_ms` (a positive number, e.g. from
 /// `job.start`'s `timeout_s`) when the gateway sets it, else the provider's configured default.

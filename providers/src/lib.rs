@@ -18,9 +18,9 @@ pub mod skill;
 /// The one process runner (`axp_provider_api::process`).
 pub use axp_provider_api::process as runner;
 pub use axp_provider_api::{
-    ArgvTrust, CancellationToken, DirectLauncher, DynProvider, EventSink, JobSink, Launcher, MAX_MESSAGE_BYTES,
-    NetScope, NullSink, ProcessPolicy, ProcessSpec, Provider, ProviderError, ProviderEvent, ProviderId, call_timeout,
-    spawn,
+    ArgvTrust, CancellationToken, ClientAsk, ClientRelay, DirectLauncher, DynProvider, EventSink, JobSink, Launcher,
+    MAX_MESSAGE_BYTES, NetScope, NullSink, ProcessPolicy, ProcessSpec, Provider, ProviderError, ProviderEvent,
+    ProviderId, RelayLink, call_timeout, spawn,
 };
 
 pub use bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOptions};

@@ -11,9 +11,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use axp_providers::bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOptions};
 use axp_providers::cli::{CliProvider, CliToolConfig};
-use axp_providers::mcp::{McpConfig, McpProvider, McpTransport, RestartPolicy};
+use axp_providers::mcp::{ClientAsks, McpConfig, McpProvider, McpTransport, RestartPolicy};
 use axp_providers::skill::{SkillDirsConfig, SkillProvider};
-use axp_providers::{ArgvTrust, Launcher, NetScope, ProcessPolicy, ProcessSpec, ProviderId};
+use axp_providers::{ArgvTrust, Launcher, NetScope, ProcessPolicy, ProcessSpec, ProviderId, RelayLink};
 use serde_json::json;
 
 use crate::catalog::registry::Mount;
@@ -71,6 +71,7 @@ pub async fn fleet(
     workspace: &Path,
     launcher: Arc<dyn Launcher>,
     wait_for_servers: bool,
+    relay: &RelayLink,
 ) -> Result<Vec<Mount>> {
     let extra = &settings.sandbox.extra_read;
     let mut mounts = Vec::new();
@@ -99,6 +100,8 @@ pub async fn fleet(
         let mut cfg = McpConfig::new(ProviderId(s.name.clone()), transport);
         cfg.timeout = Duration::from_secs(s.timeout_s);
         cfg.restart = RestartPolicy::default();
+        cfg.client_asks = ClientAsks { sampling: s.sampling, elicitation: s.elicitation, roots: true };
+        cfg.relay = relay.clone();
         let launcher = launcher.clone();
         let prefix = s.prefix;
         if wait_for_servers {

@@ -224,7 +224,15 @@ async fn from_fleet(files: &[PathBuf]) -> Result<Catalog> {
     let workspace = std::env::current_dir()?;
     let total = fleet.servers.len() + fleet.statics.len();
     eprintln!("starting {total} server(s)…");
-    let mounts = crate::catalog::providers::fleet(&fleet, &Default::default(), &workspace, launcher, true).await?;
+    let mounts = crate::catalog::providers::fleet(
+        &fleet,
+        &Default::default(),
+        &workspace,
+        launcher,
+        true,
+        &axp_providers::RelayLink::default(),
+    )
+    .await?;
     let mut cat = Catalog::new();
     for (i, m) in mounts.iter().enumerate() {
         let id = m.provider.id().to_string();

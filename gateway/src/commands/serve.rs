@@ -557,7 +557,10 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     for (name, why) in &fleet.unresolved {
         tracing::warn!(server = %name, "not started, its configuration cannot be resolved: {why} (--strict-config refuses to start instead)");
     }
-    mounts.extend(providers::fleet(&fleet, &settings, &workspace, launcher.clone(), false).await?);
+    // Servers' requests of the client (sampling, elicitation, roots) go through this gateway.
+    let relay = axp_providers::RelayLink::default();
+    relay.set(crate::gateway::relay::relay(&gateway));
+    mounts.extend(providers::fleet(&fleet, &settings, &workspace, launcher.clone(), false, &relay).await?);
     for m in mounts {
         crate::gateway::catalog::watch_provider(gateway.clone(), m);
     }

@@ -9,6 +9,7 @@
 pub mod catalog;
 pub mod listeners;
 pub mod plugins;
+pub mod relay;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -61,6 +62,8 @@ pub struct Gateway {
     pub notify: broadcast::Sender<Outbound>,
     /// Resource subscriptions and log levels, per session.
     pub listeners: listeners::Listeners,
+    /// Requests relayed from servers to clients, awaiting their answers.
+    pub client_asks: relay::ClientAsks,
     pub options: Options,
     pub audit: AuditLog,
     /// The registration lint every published tool passes.
@@ -93,6 +96,7 @@ impl Gateway {
             metrics,
             notify,
             listeners: listeners::Listeners::default(),
+            client_asks: relay::ClientAsks::default(),
             options,
             audit,
             admission,

@@ -35,6 +35,7 @@ impl Gateway {
                 self.sessions.authenticate(Some(&r.session_id), Some(&r.cap_token))?
             }
         };
+        self.remember_client(&session.id, p.get("capabilities").cloned().unwrap_or_else(|| json!({})));
         Ok(json!({
             "protocolVersion": version,
             "capabilities": {

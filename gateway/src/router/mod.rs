@@ -86,7 +86,11 @@ impl Gateway {
                 self.notification(n, ctx);
                 None
             }
-            Incoming::Response(_) => None,
+            Incoming::Response(r) => {
+                let session = ctx.session_id.clone().or_else(|| ctx.opened_session());
+                self.client_answered(session.as_deref(), r);
+                None
+            }
         }
     }
 

@@ -171,3 +171,72 @@ async fn unknown_names_forged_cursors_and_unsupported_subscriptions_get_clear_er
     let ok = c.ok("resources/read", json!({"uri": "notes://notes__today"})).await;
     assert_eq!(ok["contents"][0]["text"], "Remember the milk.");
 }
+
+#[tokio::test]
+async fn the_servers_requests_of_the_client_reach_the_client_whose_call_made_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
+    let url = format!("{}/mcp", gw.base);
+    let r = tokio::task::spawn_blocking(move || features_client(&["asks", &url])).await.unwrap();
+    // server-everything offers its sampling and elicitation tools only to clients that can
+    // answer: the gateway declares both for its client.
+    let tools: Vec<&str> = r["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(tools.contains(&"everything__trigger-sampling-request"), "{tools:?}");
+    assert!(r["sampling"].as_str().unwrap().contains("sampled: 42"), "{r}");
+    assert!(r["roots"].as_str().unwrap().contains("file:///srv/project"), "{r}");
+    assert!(r["elicitation"].as_str().unwrap().contains("Favorite Color: red"), "{r}");
+    assert_eq!(r["asked"], json!(["sampling", "roots", "elicitation"]));
+    let audit = audit_json(&gw.state, &[]);
+    for m in ["sampling/createMessage", "roots/list", "elicitation/create"] {
+        let rec = audit
+            .lines()
+            .find(|l| l.contains("client_request") && l.contains(m) && l.contains("answered"))
+            .unwrap_or_else(|| panic!("no audit record of {m} answered:\n{audit}"));
+        assert!(rec.contains("\"provider\":\"everything\"") && rec.contains("\"session\":\"s_"), "{rec}");
+    }
+}
+
+#[tokio::test]
+async fn a_request_that_could_be_either_sessions_reaches_neither() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
+    let url = format!("{}/mcp", gw.base);
+    // Session A's long call is running on the shared server when B's tool asks for sampling:
+    // the request names neither, and asking A's client would show it B's prompt.
+    let r = tokio::task::spawn_blocking(move || features_client(&["crossed", &url])).await.unwrap();
+    assert_eq!((r["asked_a"].clone(), r["asked_b"].clone()), (json!([]), json!([])), "{r}");
+    let text = r["sampled"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("calls of 2 sessions"), "the server is told why: {text}");
+    assert!(audit_json(&gw.state, &[]).lines().any(|l| l.contains("client_request") && l.contains("refused")));
+}
+
+#[tokio::test]
+async fn without_a_capable_client_or_against_the_operator_the_server_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
+    // A session opened over the AXP face has no MCP client to ask.
+    let mut c = Rpc::open(&gw.url, json!({})).await;
+    let r = c
+        .ok(
+            "tools/call",
+            json!({"name": "everything__trigger-sampling-request", "arguments": {"prompt": "x", "maxTokens": 5}}),
+        )
+        .await;
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("-32601") && text.contains("cannot be asked `sampling/createMessage`"), "{r}");
+
+    // The operator turned sampling and elicitation off for this server: it is not offered
+    // them, so it hides the tools that need them, and roots still work.
+    let tmp = tempfile::tempdir().unwrap();
+    let fleet = tmp.path().join("fleet.json");
+    let server = json!({"command": "node", "args": [everything_js()], "sampling": false, "elicitation": false});
+    std::fs::write(&fleet, json!({"mcpServers": {"everything": server}}).to_string()).unwrap();
+    let gw = gateway().fleet(&fleet).start();
+    let mut c = Rpc::open(&gw.url, json!({})).await;
+    let listed = c.ok("tools/list", json!({})).await;
+    let names: Vec<&str> = listed["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"everything__get-roots-list"), "{names:?}");
+    for hidden in ["everything__trigger-sampling-request", "everything__trigger-elicitation-request"] {
+        assert!(!names.contains(&hidden), "{hidden} is offered although the operator forbade it: {names:?}");
+    }
+}

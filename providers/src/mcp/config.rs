@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::{ProcessSpec, ProviderId};
+use crate::{ProcessSpec, ProviderId, RelayLink};
 
 /// How the server is reached.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +62,27 @@ pub struct McpConfig {
     pub heartbeat: Duration,
     pub heartbeat_timeout: Duration,
     pub restart: RestartPolicy,
+    /// Which requests of the client the server may make. Only these are declared in the
+    /// handshake (so a server hides the tools that need the others), and only these are relayed.
+    pub client_asks: ClientAsks,
+    /// Where those requests go (the gateway, which finds the client whose call caused them).
+    pub relay: RelayLink,
+}
+
+/// The client capabilities AXP declares to a server on the client's behalf, each relayed to
+/// the client whose call caused the request. An operator turns sampling or elicitation off
+/// per server in the fleet config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAsks {
+    pub sampling: bool,
+    pub elicitation: bool,
+    pub roots: bool,
+}
+
+impl Default for ClientAsks {
+    fn default() -> Self {
+        Self { sampling: true, elicitation: true, roots: true }
+    }
 }
 
 impl McpConfig {
@@ -76,6 +97,8 @@ impl McpConfig {
             heartbeat: Duration::from_secs(5),
             heartbeat_timeout: Duration::from_secs(10),
             restart: RestartPolicy::default(),
+            client_asks: ClientAsks::default(),
+            relay: RelayLink::default(),
         }
     }
 }

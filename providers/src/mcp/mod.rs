@@ -67,5 +67,5 @@ mod session;
 pub mod sse;
 mod supervisor;
 
-pub use config::{McpConfig, McpStatus, McpTransport, RestartPolicy};
+pub use config::{ClientAsks, McpConfig, McpStatus, McpTransport, RestartPolicy};
 pub use provider::McpProvider;

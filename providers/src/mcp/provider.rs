@@ -206,6 +206,8 @@ impl Provider for McpProvider {
         cancel: CancellationToken,
     ) -> Result<ToolOutput, ProviderError> {
         let conn = self.conn()?;
+        // Entered before the request is sent: a server may ask the client at once.
+        let _inflight = conn.inflight.enter(call.meta.clone().unwrap_or_default());
         let timeout = crate::call_timeout(&call, self.inner.cfg.timeout);
         let tool = call.tool.clone();
         let params = CallToolRequestParams::new(call.tool).with_arguments(call.arguments);

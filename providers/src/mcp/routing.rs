@@ -1,6 +1,7 @@
 //! What arrives from the server without being asked, and where it goes: progress notifications
 //! routed by token to the sink of the call that owns them (in order, early arrivals adopted),
-//! server logs to `tracing` and out as events, resource and prompt changes out as events, tool `list_changed` to the supervisor; and the guards that unregister a
+//! server logs to `tracing` and out as events, the server's requests of the client (sampling,
+//! elicitation, roots) to the gateway's relay with the calls then in flight, resource and prompt changes out as events, tool `list_changed` to the supervisor; and the guards that unregister a
 //! call's route and send `notifications/cancelled` for a call abandoned half-way.
 
 use std::collections::{HashMap, VecDeque};
@@ -15,12 +16,17 @@ use rmcp::model::{
 };
 // MCP logging is deprecated by SEP-2577 (protocol 2026-07-28), but the servers people run today
 // (2025-06-18 and 2025-11-25) still send it, so it is handled.
+use rmcp::ErrorData as McpError;
+#[allow(deprecated)]
+use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ListRootsResult};
+use rmcp::model::{ElicitRequestParams, ElicitResult};
 #[allow(deprecated)]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
-use rmcp::service::{NotificationContext, Peer, RoleClient};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::{JobSink, ProviderEvent};
+use super::config::ClientAsks;
+use crate::{ClientAsk, JobSink, ProviderEvent, ProviderId, RelayLink};
 
 /// Where progress notifications go: the sink of the call that owns the token.
 #[derive(Default)]
@@ -129,18 +135,131 @@ pub(super) async fn send_cancelled(peer: &Peer<RoleClient>, id: RequestId, reaso
     let _ = tokio::time::timeout(Duration::from_secs(2), peer.notify_cancelled(params)).await;
 }
 
-/// The rmcp client handler: routes notifications; answers nothing itself (no sampling, roots or
-/// elicitation capability is declared, so servers do not ask).
+/// The calls to this server in flight, by their `ToolCall::meta`: a request the server makes of
+/// the client belongs to one of them, and the gateway decides whose client that is.
+#[derive(Default)]
+pub(super) struct InFlight {
+    calls: Mutex<HashMap<u64, serde_json::Value>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl InFlight {
+    /// Records a call until the guard is dropped.
+    pub(super) fn enter(self: &Arc<Self>, meta: serde_json::Value) -> InFlightGuard {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id, meta);
+        InFlightGuard { calls: self.clone(), id }
+    }
+
+    fn metas(&self) -> Vec<serde_json::Value> {
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect()
+    }
+}
+
+/// Removes a call from [`InFlight`] when it ends, however it ends.
+pub(super) struct InFlightGuard {
+    calls: Arc<InFlight>,
+    id: u64,
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.calls.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&self.id);
+    }
+}
+
+/// The rmcp client handler: routes notifications, and relays the server's requests of the
+/// client (sampling, elicitation, roots) through the gateway to the client whose call caused
+/// them, if the operator allows that kind for this server.
 pub(super) struct Handler {
     pub(super) info: ClientConfig,
-    pub(super) provider: String,
+    pub(super) provider: ProviderId,
     pub(super) progress: Arc<ProgressRouter>,
     pub(super) relist: mpsc::UnboundedSender<()>,
     /// The provider's events: list changes, resource updates and logs go out here.
     pub(super) events: broadcast::Sender<ProviderEvent>,
+    pub(super) inflight: Arc<InFlight>,
+    pub(super) asks: ClientAsks,
+    pub(super) relay: RelayLink,
+}
+
+impl Handler {
+    /// Relays one request of the client and reads the answer as `T`.
+    async fn ask<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        allowed: bool,
+        params: serde_json::Value,
+    ) -> Result<T, McpError> {
+        if !allowed {
+            return Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("the gateway's operator does not let server `{}` use `{method}`", self.provider),
+                None,
+            ));
+        }
+        let Some(relay) = self.relay.get() else {
+            return Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("no client is attached to relay `{method}` to"),
+                None,
+            ));
+        };
+        let ask = ClientAsk { method: method.to_string(), params, during: self.inflight.metas() };
+        let answer = relay.ask(&self.provider, ask).await.map_err(|e| {
+            McpError::new(rmcp::model::ErrorCode(i32::try_from(e.code).unwrap_or(-32603)), e.message, e.data)
+        })?;
+        serde_json::from_value(answer).map_err(|e| {
+            McpError::new(
+                rmcp::model::ErrorCode::INTERNAL_ERROR,
+                format!("the client's answer to `{method}` cannot be read: {e}"),
+                None,
+            )
+        })
+    }
+}
+
+/// The capabilities declared to the server on the client's behalf: only those the operator
+/// allows, so a server hides what it could not use.
+pub(super) fn client_capabilities(asks: ClientAsks) -> rmcp::model::ClientCapabilities {
+    let mut caps = serde_json::Map::new();
+    if asks.sampling {
+        caps.insert("sampling".into(), serde_json::json!({}));
+    }
+    if asks.elicitation {
+        caps.insert("elicitation".into(), serde_json::json!({"form": {}, "url": {}}));
+    }
+    if asks.roots {
+        caps.insert("roots".into(), serde_json::json!({}));
+    }
+    serde_json::from_value(serde_json::Value::Object(caps)).unwrap_or_default()
 }
 
 impl ClientHandler for Handler {
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        let params = serde_json::to_value(params).unwrap_or_default();
+        self.ask("sampling/createMessage", self.asks.sampling, params).await
+    }
+
+    #[allow(deprecated)]
+    async fn list_roots(&self, _context: RequestContext<RoleClient>) -> Result<ListRootsResult, McpError> {
+        self.ask("roots/list", self.asks.roots, serde_json::json!({})).await
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let params = serde_json::to_value(params).unwrap_or_default();
+        self.ask("elicitation/create", self.asks.elicitation, params).await
+    }
+
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
         self.progress.dispatch(params);
     }
@@ -151,7 +270,7 @@ impl ClientHandler for Handler {
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let provider = &self.provider;
+        let provider = self.provider.as_str();
         let logger = params.logger.as_deref().unwrap_or("");
         let data = &params.data;
         match params.level {

@@ -9,15 +9,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axp_protocol::ToolSpec;
-use rmcp::model::{ClientCapabilities, ClientConfig, ClientRequest, Implementation, PingRequest};
+use rmcp::model::{ClientConfig, ClientRequest, Implementation, PingRequest};
 use rmcp::service::{Peer, RoleClient, serve_client_with_ct};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::sync::mpsc;
 
 use super::child::ChildProc;
+use super::config::ClientAsks;
 use super::errors::{init_error_for_people, unreachable_because};
-use super::routing::{Handler, ProgressRouter};
+use super::routing::{Handler, InFlight, ProgressRouter, client_capabilities};
 use super::supervisor::Inner;
 use super::{McpTransport, sse};
 use crate::process::DEFAULT_PATH;
@@ -27,6 +28,8 @@ use crate::{CancellationToken, ProviderEvent};
 pub(super) struct Conn {
     pub(super) peer: Peer<RoleClient>,
     pub(super) progress: Arc<ProgressRouter>,
+    /// The calls in flight, for attributing the server's requests of the client.
+    pub(super) inflight: Arc<InFlight>,
     /// Cancelled when the connection is gone; calls in flight fail at once.
     pub(super) dead: CancellationToken,
     pub(super) death: Mutex<Option<String>>,
@@ -79,8 +82,8 @@ pub(super) async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<ToolSpec>,
     tools.iter().map(tool_spec).collect()
 }
 
-pub(super) fn client_info() -> ClientConfig {
-    ClientConfig::new(ClientCapabilities::default(), Implementation::new("axp", env!("CARGO_PKG_VERSION")))
+pub(super) fn client_info(asks: ClientAsks) -> ClientConfig {
+    ClientConfig::new(client_capabilities(asks), Implementation::new("axp", env!("CARGO_PKG_VERSION")))
 }
 
 impl Session {
@@ -88,12 +91,16 @@ impl Session {
         let progress = Arc::new(ProgressRouter::default());
         let (relist_tx, relist_rx) = mpsc::unbounded_channel();
         let (suspect_tx, suspect_rx) = mpsc::unbounded_channel();
+        let inflight = Arc::new(InFlight::default());
         let handler = Handler {
-            info: client_info(),
-            provider: inner.cfg.id.to_string(),
+            info: client_info(inner.cfg.client_asks),
+            provider: inner.cfg.id.clone(),
             progress: progress.clone(),
             relist: relist_tx,
             events: inner.events.clone(),
+            inflight: inflight.clone(),
+            asks: inner.cfg.client_asks,
+            relay: inner.cfg.relay.clone(),
         };
         let service_ct = CancellationToken::new();
         let mut link = None;
@@ -180,6 +187,7 @@ impl Session {
         let conn = Arc::new(Conn {
             peer,
             progress,
+            inflight,
             dead: CancellationToken::new(),
             death: Mutex::new(None),
             suspect: suspect_tx,

@@ -1,0 +1,203 @@
+//! Requests a server makes of the client (`sampling/createMessage`, `elicitation/create`,
+//! `roots/list`), relayed to the client session whose call caused them, and their answers
+//! routed back.
+//!
+//! A server's request carries no link to the call that caused it (over stdio nothing ties the
+//! two), so the provider hands over every call to that server in flight, and the gateway finds
+//! their sessions through their jobs. Exactly one session must come out: a request made while
+//! two sessions' calls run on one shared server could belong to either, and sending one
+//! session's prompt or data to another's client would be a leak, so it is refused. The session's
+//! client must have declared the capability in its `initialize`; the request goes out on its
+//! standing stream (`GET /mcp`, or stdout over stdio) with an id of the gateway's own, and the
+//! client's answer, POSTed back as a JSON-RPC response by that same session, is the server's
+//! answer. Each relay is audited with its outcome.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axp_audit::Kind;
+use axp_protocol::jsonrpc::{Id, Request, Response};
+use axp_protocol::{ErrorCode, RpcError};
+use axp_providers::{ClientAsk, ClientRelay, ProviderId};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::gateway::Gateway;
+
+/// How long a client has to answer: sampling and elicitation may wait on a person.
+const ANSWER_WITHIN: Duration = Duration::from_secs(600);
+
+type Answer = Result<Value, RpcError>;
+
+/// The requests sent to clients and not yet answered, and what each client said it can do.
+#[derive(Default)]
+pub struct ClientAsks {
+    next: AtomicU64,
+    /// Our request id → (the session that must answer, where the answer goes).
+    pending: Mutex<HashMap<String, (String, oneshot::Sender<Answer>)>>,
+    /// Session id → the `capabilities` its client sent in `initialize`.
+    clients: Mutex<HashMap<String, Value>>,
+}
+
+impl ClientAsks {
+    fn pending(&self) -> MutexGuard<'_, HashMap<String, (String, oneshot::Sender<Answer>)>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn clients(&self) -> MutexGuard<'_, HashMap<String, Value>> {
+        self.clients.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The client capability a request needs, as a path into its `initialize` capabilities.
+fn needed(method: &str, params: &Value) -> Option<&'static [&'static str]> {
+    match method {
+        "sampling/createMessage" => Some(&["sampling"]),
+        "roots/list" => Some(&["roots"]),
+        // Form mode is the default; an `elicitation: {}` from a 2025-06-18 client means form.
+        "elicitation/create" if params.get("mode").and_then(Value::as_str) == Some("url") => {
+            Some(&["elicitation", "url"])
+        }
+        "elicitation/create" => Some(&["elicitation"]),
+        _ => None,
+    }
+}
+
+fn declared(caps: &Value, path: &[&str]) -> bool {
+    path.iter().try_fold(caps, |v, k| v.get(*k)).is_some()
+}
+
+fn refused(why: String) -> RpcError {
+    RpcError { code: ErrorCode::MethodNotFound.code(), message: why, data: None }
+}
+
+impl Gateway {
+    /// Remembers what a session's client can be asked (from its `initialize`).
+    pub fn remember_client(&self, session: &str, capabilities: Value) {
+        self.client_asks.clients().insert(session.to_string(), capabilities);
+    }
+
+    /// A JSON-RPC response a client sent: the answer to one of our requests, if it is one and
+    /// comes from the session it was sent to (anything else is dropped).
+    pub fn client_answered(&self, session: Option<&str>, resp: Response) {
+        let Id::Str(key) = &resp.id else { return };
+        let key = key.clone();
+        let mut pending = self.client_asks.pending();
+        let Some((owner, _)) = pending.get(&key) else { return };
+        if Some(owner.as_str()) != session {
+            tracing::warn!(request = %key, "a response to a relayed request came from another session; dropped");
+            return;
+        }
+        let Some((_, tx)) = pending.remove(&key) else { return };
+        drop(pending);
+        let answer = match (resp.error, resp.result) {
+            (Some(e), _) => Err(e),
+            (None, Some(r)) => Ok(r),
+            (None, None) => Err(RpcError::internal("the client answered with neither a result nor an error")),
+        };
+        let _ = tx.send(answer);
+    }
+
+    /// Relays `ask` from `provider` to the one session whose call caused it; audits it.
+    pub async fn ask_client(&self, provider: &ProviderId, ask: ClientAsk) -> Answer {
+        let sessions: BTreeSet<String> = ask
+            .during
+            .iter()
+            .filter_map(|m| m.get("job_id").and_then(Value::as_str))
+            .filter_map(|job| self.jobs.store().get_job(job).ok().flatten())
+            .map(|j| j.session_id)
+            .collect();
+        let answer = match sessions.len() {
+            0 => Err(refused(format!(
+                "no client call to `{provider}` is running, so no client is attached to answer `{}`",
+                ask.method
+            ))),
+            1 => self.send_to_client(sessions.iter().next().map(String::as_str).unwrap_or(""), &ask).await,
+            n => Err(RpcError::internal(format!(
+                "`{}` cannot be relayed: calls of {n} sessions to `{provider}` are running and the request does not say whose it is",
+                ask.method
+            ))),
+        };
+        let outcome = match &answer {
+            Ok(_) => "answered".to_string(),
+            Err(e) => format!("refused: {}", e.message),
+        };
+        let session = (sessions.len() == 1).then(|| sessions.iter().next().cloned()).flatten();
+        let detail = json!({"provider": provider.as_str(), "method": ask.method, "outcome": outcome});
+        self.audit(Kind::Other("client_request".into()), session.as_deref(), detail).await?;
+        answer
+    }
+
+    async fn send_to_client(&self, session: &str, ask: &ClientAsk) -> Answer {
+        let caps = self.client_asks.clients().get(session).cloned();
+        let Some(caps) = caps else {
+            return Err(refused(format!(
+                "the session's client did not connect over MCP `initialize`, so it cannot be asked `{}`",
+                ask.method
+            )));
+        };
+        let Some(path) = needed(&ask.method, &ask.params) else {
+            return Err(refused(format!("`{}` is not a request a server may make of a client", ask.method)));
+        };
+        if !declared(&caps, path) {
+            return Err(refused(format!("the client did not declare the `{}` capability", path.join("."))));
+        }
+        let Some(s) = self.sessions.authenticate(Some(session), None).ok() else {
+            return Err(refused("the client's session has ended".into()));
+        };
+        let id = format!("axp-{}", self.client_asks.next.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        self.client_asks.pending().insert(id.clone(), (session.to_string(), tx));
+        let request = Request::new(Id::Str(id.clone()), ask.method.clone(), ask.params.clone());
+        self.notify_sessions(&[s], serde_json::to_value(request).unwrap_or_default());
+        let answer = match tokio::time::timeout(ANSWER_WITHIN, rx).await {
+            Ok(Ok(a)) => a,
+            Ok(Err(_)) => Err(RpcError::internal("the gateway dropped the request")),
+            Err(_) => Err(RpcError::internal(format!(
+                "the client did not answer `{}` within {}s",
+                ask.method,
+                ANSWER_WITHIN.as_secs()
+            ))),
+        };
+        self.client_asks.pending().remove(&id);
+        answer
+    }
+}
+
+/// The [`ClientRelay`] the gateway hands to its providers.
+pub struct Relay(pub Weak<Gateway>);
+
+#[async_trait]
+impl ClientRelay for Relay {
+    async fn ask(&self, provider: &ProviderId, ask: ClientAsk) -> Answer {
+        match self.0.upgrade() {
+            Some(gw) => gw.ask_client(provider, ask).await,
+            None => Err(refused("the gateway is shutting down".into())),
+        }
+    }
+}
+
+/// Shared handle, for [`axp_providers::RelayLink::set`].
+pub fn relay(gw: &Arc<Gateway>) -> Arc<dyn ClientRelay> {
+    Arc::new(Relay(Arc::downgrade(gw)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_request_needs_its_capability() {
+        let caps = json!({"sampling": {}, "elicitation": {"form": {}}});
+        let need = |m: &str, p: Value| declared(&caps, needed(m, &p).unwrap());
+        assert!(need("sampling/createMessage", json!({})));
+        assert!(need("elicitation/create", json!({"mode": "form"})));
+        assert!(need("elicitation/create", json!({})));
+        assert!(!need("elicitation/create", json!({"mode": "url"})), "url mode needs elicitation.url");
+        assert!(!need("roots/list", json!({})));
+        assert!(needed("tools/call", &json!({})).is_none());
+    }
+}
