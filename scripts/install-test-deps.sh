@@ -25,6 +25,9 @@ if need rustup; then
 fi
 
 npm ci --prefix tests/fixtures --no-audit --no-fund --loglevel=error
+# The official MCP conformance suites (pinned, both revisions), the Node 22 they need (from the
+# npm registry: Debian ships an older one) and our own fixture server (conformance/README.md).
+npm ci --prefix conformance --no-audit --no-fund --loglevel=error
 
 venv() { # venv DIR REQUIREMENTS
   if [ ! -x "$1/bin/python" ]; then
