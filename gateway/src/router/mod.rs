@@ -9,6 +9,7 @@ mod approvals;
 mod features;
 mod jobs;
 mod mcp;
+pub mod revision;
 mod sessions;
 
 use std::sync::{Arc, Mutex};
@@ -49,11 +50,25 @@ pub struct Ctx {
     /// The operator the transport authenticated (`Authorization: Bearer`, or the local one);
     /// `None` when operators are configured and the request carries no credential.
     pub operator: Option<Arc<crate::auth::operators::Operator>>,
+    /// The `MCP-Protocol-Version` header, for transports that have one.
+    pub protocol: Option<String>,
+    /// The HTTP status the answer must carry when it is not 200 (the 2026-07-28 revision's
+    /// 400 and 404), set by the router for the transport.
+    pub status: Mutex<Option<u16>>,
 }
 
 impl Ctx {
     pub fn opened_session(&self) -> Option<String> {
         self.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The HTTP status the router chose for the answer, if not 200.
+    pub fn http_status(&self) -> Option<u16> {
+        *self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set_status(&self, status: u16) {
+        *self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status);
     }
 }
 
@@ -61,11 +76,43 @@ impl Gateway {
     /// Handles one message; `None` for notifications and responses (nothing to answer).
     pub async fn handle(&self, msg: Incoming, ctx: &Ctx) -> Option<Response> {
         match msg {
-            Incoming::Request(req) => {
+            Incoming::Request(mut req) => {
                 self.metrics.requests.inc();
                 let id = req.id.clone();
                 let method = req.method.clone();
-                let r = self.call(req, ctx).await;
+                let stateless = match revision::envelope(&req, ctx.protocol.as_deref()) {
+                    Ok(e) => e,
+                    Err(refused) => {
+                        ctx.set_status(refused.http_status);
+                        return Some(Response::err(id, refused.error));
+                    }
+                };
+                if let Some(envelope) = &stateless {
+                    if revision::removed(&method) {
+                        let refused = revision::not_found(&method);
+                        ctx.set_status(refused.http_status);
+                        return Some(Response::err(id, refused.error));
+                    }
+                    if let Some(p) = req.params.as_mut() {
+                        revision::strip_envelope(p);
+                    }
+                    if let Err(e) = self.stateless_session(envelope, ctx) {
+                        return Some(Response::err(id, e));
+                    }
+                }
+                let mut r = self.call(req, ctx).await;
+                if stateless.is_some() {
+                    match &mut r {
+                        Ok(v) => revision::decorate(&method, v),
+                        Err(e) if e.code == ErrorCode::MethodNotFound.code() => ctx.set_status(404),
+                        Err(e)
+                            if [revision::MISSING_CLIENT_CAPABILITY, revision::HEADER_MISMATCH].contains(&e.code) =>
+                        {
+                            ctx.set_status(400)
+                        }
+                        Err(_) => {}
+                    }
+                }
                 if self.was_cancelled(&id, ctx) {
                     // MCP: the receiver of `notifications/cancelled` sends no response.
                     return None;
@@ -115,6 +162,35 @@ impl Gateway {
         self.cancelled_lock().remove(&key)
     }
 
+    /// A 2026-07-28 request stands alone: it speaks for the session it names, or else for an
+    /// implicit one opened for it, which remembers what the envelope says the client can do
+    /// (a server's request of the client needs it) and at what level it wants logs.
+    fn stateless_session(&self, envelope: &revision::Envelope, ctx: &Ctx) -> Result<(), RpcError> {
+        let s = self.session_or_default(&Value::Null, ctx)?;
+        self.remember_client(&s.id, envelope.client_capabilities.clone());
+        if let Some(rank) = envelope.log_level.as_deref().and_then(crate::gateway::listeners::level_rank) {
+            self.listeners.set_level(s, rank);
+        }
+        Ok(())
+    }
+
+    /// `server/discover` (2026-07-28): the revisions spoken, what this gateway offers, who it is.
+    fn discover(&self) -> Value {
+        let info = json!({"name": "axp", "title": "AXP gateway", "version": env!("CARGO_PKG_VERSION")});
+        json!({
+            "supportedVersions": revision::supported_versions(),
+            "capabilities": {
+                "tools": {"listChanged": true},
+                "resources": {"listChanged": true},
+                "prompts": {"listChanged": true},
+                "completions": {},
+            },
+            "serverInfo": info,
+            "instructions": "AXP gateway. Tools are named <provider>__<tool>; large catalogs are reached through axp_index, axp_describe and axp_call.",
+            "_meta": {revision::META_SERVER_INFO: info},
+        })
+    }
+
     async fn call(&self, req: Request, ctx: &Ctx) -> Result<Value, RpcError> {
         let p = req.params.clone().unwrap_or(Value::Object(Map::new()));
         let m = req.method.as_str();
@@ -127,6 +203,7 @@ impl Gateway {
         }
         match req.method.as_str() {
             "ping" => Ok(json!({})),
+            "server/discover" => Ok(self.discover()),
             "initialize" => self.initialize(&p, ctx),
             "tools/list" => self.tools_list(ctx),
             "tools/call" => self.tools_call(&req.id, &p, ctx).await,

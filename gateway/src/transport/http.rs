@@ -26,7 +26,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
 
 use crate::gateway::Gateway;
-use crate::router::{Ctx, Push};
+use crate::router::{Ctx, Push, revision};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const CAP_HEADER: &str = "axp-capability";
@@ -49,7 +49,7 @@ pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
 
 fn ctx_from(headers: &HeaderMap) -> Ctx {
     let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-    Ctx { session_id: h(SESSION_HEADER), token: h(CAP_HEADER), ..Ctx::default() }
+    Ctx { session_id: h(SESSION_HEADER), token: h(CAP_HEADER), protocol: h("mcp-protocol-version"), ..Ctx::default() }
 }
 
 /// The request's context with its operator (`Authorization: Bearer`), or the 401 to send: an
@@ -168,6 +168,18 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
         st.gw.handle(msg, &ctx).await;
         return StatusCode::ACCEPTED.into_response();
     };
+    // The 2026-07-28 revision: a request that stands alone, whose headers must agree with its
+    // body (checked here, before anything runs or a stream opens), and which gets no session.
+    let stateless = match revision::envelope(&req, ctx.protocol.as_deref()) {
+        Ok(e) => e.is_some(),
+        Err(refused) => {
+            let status = StatusCode::from_u16(refused.http_status).unwrap_or(StatusCode::BAD_REQUEST);
+            return json_response(status, &Response::err(req.id, refused.error), None);
+        }
+    };
+    if stateless && let Some(e) = header_mismatch(&st.gw, &headers, &req) {
+        return json_response(StatusCode::BAD_REQUEST, &Response::err(req.id, e), None);
+    }
     let accepts_sse =
         headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"));
     let streams = match req.method.as_str() {
@@ -177,9 +189,10 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
     };
     if !(accepts_sse && streams) {
         let resp = st.gw.handle(Incoming::Request(req), &ctx).await;
-        let session = ctx.opened_session();
+        let session = if stateless { None } else { ctx.opened_session() };
+        let status = ctx.http_status().and_then(|c| StatusCode::from_u16(c).ok()).unwrap_or(StatusCode::OK);
         return match resp {
-            Some(resp) => json_response(StatusCode::OK, &resp, session),
+            Some(resp) => json_response(status, &resp, session),
             // The client cancelled the request: MCP has no response sent for it.
             None => StatusCode::ACCEPTED.into_response(),
         };
@@ -198,6 +211,74 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
         }
     });
     sse(UnboundedReceiverStream::new(rx))
+}
+
+/// SEP-2243: a 2026-07-28 request names its method in `Mcp-Method`, the tool, prompt or
+/// resource it addresses in `Mcp-Name`, and each argument a tool marks with `x-mcp-header` in
+/// `Mcp-Param-<Name>` (literal, or `=?base64?…?=`), so that proxies can route on headers; a
+/// header that is missing or disagrees with the body is refused (-32020, HTTP 400), or a proxy
+/// and the gateway would act on different requests. Header values are compared after trimming
+/// the whitespace HTTP allows around them.
+fn header_mismatch(gw: &Gateway, headers: &HeaderMap, req: &axp_protocol::Request) -> Option<RpcError> {
+    let get = |name: &str| headers.get(name).map(|v| v.to_str().map(str::trim).unwrap_or("\u{0}"));
+    let mismatch = |what: String| Some(RpcError { code: revision::HEADER_MISMATCH, message: what, data: None });
+    match get("mcp-method") {
+        Some(m) if m == req.method => {}
+        Some(m) => return mismatch(format!("the Mcp-Method header names `{m}` but the body calls `{}`", req.method)),
+        None => return mismatch("the Mcp-Method header is missing".into()),
+    }
+    let params = req.params.as_ref();
+    let named = match req.method.as_str() {
+        "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
+        "resources/read" => params.and_then(|p| p.get("uri")),
+        _ => None,
+    };
+    if let Some(body) = named.and_then(Value::as_str) {
+        match get("mcp-name") {
+            Some(h) if h == body => {}
+            Some(h) => return mismatch(format!("the Mcp-Name header names `{h}` but the body names `{body}`")),
+            None => return mismatch(format!("the Mcp-Name header is missing (the body names `{body}`)")),
+        }
+    }
+    if req.method != "tools/call" {
+        return None;
+    }
+    let name = named.and_then(Value::as_str)?;
+    let entry = gw.registry.resolve(name)?.entry;
+    let props = entry.spec.input_schema.get("properties").and_then(Value::as_object)?;
+    let args = params.and_then(|p| p.get("arguments"));
+    for (prop, schema) in props {
+        let Some(h) = schema.get("x-mcp-header").and_then(Value::as_str) else { continue };
+        let body = args.and_then(|a| a.get(prop)).map(|v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        });
+        let header = get(&format!("mcp-param-{}", h.to_ascii_lowercase()));
+        let header = match header.map(decode_param) {
+            None => None,
+            Some(Ok(v)) => Some(v),
+            Some(Err(why)) => return mismatch(format!("the Mcp-Param-{h} header {why}")),
+        };
+        match (header, body) {
+            (None, None) => {}
+            (Some(hv), Some(bv)) if hv == bv => {}
+            (None, Some(_)) => {
+                return mismatch(format!("the Mcp-Param-{h} header is missing (the body sets `{prop}`)"));
+            }
+            (Some(_), _) => return mismatch(format!("the Mcp-Param-{h} header disagrees with the body's `{prop}`")),
+        }
+    }
+    None
+}
+
+/// An `Mcp-Param-*` value: `=?base64?<strict base64>?=` decoded to UTF-8, anything else literal.
+fn decode_param(v: &str) -> Result<String, &'static str> {
+    use base64::Engine;
+    let Some(b64) = v.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) else {
+        return Ok(v.to_string());
+    };
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).map_err(|_| "is not valid Base64")?;
+    String::from_utf8(bytes).map_err(|_| "is not UTF-8 once decoded")
 }
 
 fn sse(stream: impl Stream<Item = Push> + Send + 'static) -> HttpResponse {

@@ -102,3 +102,80 @@ async fn a_deleted_session_answers_404() {
     let fresh = Raw::start(&c.url).await;
     assert_eq!(fresh.post(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})).await.status(), 200);
 }
+
+/// A 2026-07-28 request: the envelope in `_meta`, the revision's headers.
+async fn post_2026(url: &str, method: &str, params: Value, headers: &[(&str, &str)]) -> (u16, Value) {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
+    });
+    let mut req = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .json(&json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params}));
+    if !headers.iter().any(|(k, _)| *k == "mcp-method") {
+        req = req.header("mcp-method", method);
+    }
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn both_revisions_are_served_on_one_endpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
+    let url = format!("{}/mcp", gw.base);
+    let (status, d) = post_2026(&url, "server/discover", json!({}), &[]).await;
+    assert_eq!(status, 200, "{d}");
+    assert_eq!(d["result"]["supportedVersions"][0], "2026-07-28", "{d}");
+    assert!(d["result"]["supportedVersions"].as_array().unwrap().contains(&json!("2025-11-25")));
+    assert_eq!(d["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "axp");
+    // Results say their type, and lists carry cache hints.
+    let (status, l) = post_2026(&url, "tools/list", json!({}), &[]).await;
+    assert_eq!(status, 200, "{l}");
+    assert_eq!(
+        (l["result"]["resultType"].as_str(), l["result"]["cacheScope"].as_str()),
+        (Some("complete"), Some("private"))
+    );
+    assert_eq!(l["result"]["ttlMs"], 0);
+    // A stateless call runs without any session, and no session header comes back.
+    let (status, c) = post_2026(
+        &url,
+        "tools/call",
+        json!({"name": "everything__get-sum", "arguments": {"a": 2, "b": 3}}),
+        &[("mcp-name", "everything__get-sum")],
+    )
+    .await;
+    assert_eq!(status, 200, "{c}");
+    assert_eq!(c["result"]["content"][0]["text"], "The sum of 2 and 3 is 5.", "{c}");
+    assert_eq!(c["result"]["resultType"], "complete");
+    // Methods the revision removed answer 404; a bad envelope or disagreeing headers 400.
+    let (status, e) = post_2026(&url, "initialize", json!({}), &[]).await;
+    assert_eq!((status, e["error"]["code"].as_i64()), (404, Some(-32601)), "{e}");
+    let (status, e) = post_2026(&url, "tools/list", json!({}), &[("mcp-method", "prompts/list")]).await;
+    assert_eq!((status, e["error"]["code"].as_i64(), e["id"].as_i64()), (400, Some(-32020), Some(9)), "{e}");
+    let (status, e) = post_2026(&url, "tools/call", json!({"name": "everything__get-sum", "arguments": {}}), &[]).await;
+    assert_eq!((status, e["error"]["code"].as_i64()), (400, Some(-32020)), "a missing Mcp-Name is refused: {e}");
+    let bare = reqwest::Client::new()
+        .post(&url)
+        .header("mcp-protocol-version", "2026-07-28")
+        .json(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 400);
+    let body: Value = bare.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    // The 2025-11-25 lifecycle on the same endpoint is unchanged.
+    let c = Raw::start(&url).await;
+    let listed: Value = c.post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await.json().await.unwrap();
+    assert!(listed["result"].get("resultType").is_none(), "{listed}");
+    assert!(!listed["result"]["tools"].as_array().unwrap().is_empty());
+}
