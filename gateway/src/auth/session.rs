@@ -17,7 +17,6 @@ use axp_caps::{Minter, Token, Verifier};
 use axp_protocol::methods::{SandboxTier, SessionOpenParams, SessionOpenResult};
 use axp_protocol::{CapabilitySet, ErrorCode, RpcError};
 use axp_store::{SessionRecord, Store};
-use base64::Engine;
 
 use crate::auth::grants;
 use crate::auth::tiers::Tiers;
@@ -69,11 +68,6 @@ pub struct Sessions {
 
 type CloseHook = Box<dyn Fn(&str) + Send + Sync>;
 
-fn random_b64(n: usize) -> String {
-    let bytes: Vec<u8> = (0..n).map(|_| rand::random::<u8>()).collect();
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
 impl Sessions {
     pub fn new(store: Store, profile: Profile, tiers: Arc<Tiers>, auth: Auth) -> Self {
         Self { store, profile, tiers, auth, cache: RwLock::new(HashMap::new()), on_close: None }
@@ -117,7 +111,7 @@ impl Sessions {
         let (tier, layers) = self.tiers.grant(p.sandbox_tier)?;
         let workspace = self.workspace_for(p.workspace.as_deref())?;
         let ttl = p.ttl_s.unwrap_or(self.profile.ttl_s).min(self.profile.max_ttl_s).max(1);
-        let id = format!("s_{}", random_b64(16));
+        let id = format!("s_{}", crate::util::random_b64(16));
         let now = now_ms();
         let expires_ms = now + ttl * 1000;
         let token = self.auth.minter.mint(&id, &caps, expires_ms);

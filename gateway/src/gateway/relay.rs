@@ -11,6 +11,14 @@
 //! standing stream (`GET /mcp`, or stdout over stdio) with an id of the gateway's own, and the
 //! client's answer, POSTed back as a JSON-RPC response by that same session, is the server's
 //! answer. Each relay is audited with its outcome.
+//!
+//! A 2026-07-28 client takes no requests on a stream: its `tools/call` is answered with an
+//! `input_required` result instead, listing what the server asked under keys of the gateway's
+//! own, with an unguessable `requestState` that names this round. The call's job keeps running
+//! meanwhile (its server waits for the answer); the client's retry of the call with
+//! `inputResponses` and that `requestState` hands each answer to the waiting request and then
+//! follows the same job on, to its result or to the next round. A round the client never
+//! resumes is dropped after the same time a client has to answer.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +31,7 @@ use axp_protocol::jsonrpc::{Id, Request, Response};
 use axp_protocol::{ErrorCode, RpcError};
 use axp_providers::{ClientAsk, ClientRelay, ProviderId};
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::gateway::Gateway;
 
@@ -38,8 +46,31 @@ pub struct ClientAsks {
     next: AtomicU64,
     /// Our request id → (the session that must answer, where the answer goes).
     pending: Mutex<HashMap<String, (String, oneshot::Sender<Answer>)>>,
-    /// Session id → the `capabilities` its client sent in `initialize`.
-    clients: Mutex<HashMap<String, Value>>,
+    /// Session id → the capabilities its client declared (in `initialize`, or in a 2026-07-28
+    /// request's envelope) and whether it is such a stateless client.
+    clients: Mutex<HashMap<String, (Value, bool)>>,
+    /// Job id → where the `tools/call` of a stateless client that follows it hears its server's
+    /// requests of the client.
+    watching: Mutex<HashMap<String, mpsc::UnboundedSender<InputAsk>>>,
+    /// `requestState` → a round of requests waiting for the client's retry.
+    parked: Mutex<HashMap<String, Parked>>,
+}
+
+/// One request of a stateless client, waiting for the client's answer in its retry.
+pub struct InputAsk {
+    pub method: String,
+    pub params: Value,
+    pub answer: oneshot::Sender<Answer>,
+}
+
+/// A round of `input_required`: the job, the tool, the requests under their keys, and where the
+/// job's later requests arrive.
+pub struct Parked {
+    pub job_id: String,
+    pub tool: String,
+    pub asks: Vec<(String, InputAsk)>,
+    pub inputs: mpsc::UnboundedReceiver<InputAsk>,
+    since: std::time::Instant,
 }
 
 impl ClientAsks {
@@ -47,8 +78,72 @@ impl ClientAsks {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn clients(&self) -> MutexGuard<'_, HashMap<String, Value>> {
+    fn clients(&self) -> MutexGuard<'_, HashMap<String, (Value, bool)>> {
         self.clients.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn watching(&self) -> MutexGuard<'_, HashMap<String, mpsc::UnboundedSender<InputAsk>>> {
+        self.watching.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn parked_lock(&self) -> MutexGuard<'_, HashMap<String, Parked>> {
+        self.parked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a session's client speaks the stateless revision.
+    pub fn is_stateless(&self, session: &str) -> bool {
+        self.clients().get(session).is_some_and(|(_, stateless)| *stateless)
+    }
+
+    /// From now on the server's requests of the client made during `job` arrive on the
+    /// returned receiver (the stateless client's `tools/call` is following the job).
+    pub fn watch(&self, job: &str) -> mpsc::UnboundedReceiver<InputAsk> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.watching().insert(job.to_string(), tx);
+        rx
+    }
+
+    /// The job has ended: nobody waits for its requests any more.
+    pub fn unwatch(&self, job: &str) {
+        self.watching().remove(job);
+    }
+
+    /// Parks a round until the client's retry; returns its `requestState`. Rounds older than a
+    /// client has to answer are dropped, which fails their requests.
+    pub fn park(
+        &self,
+        job_id: &str,
+        tool: &str,
+        asks: Vec<(String, InputAsk)>,
+        inputs: mpsc::UnboundedReceiver<InputAsk>,
+    ) -> String {
+        let state = crate::util::random_b64(24);
+        let mut parked = self.parked_lock();
+        parked.retain(|_, p| p.since.elapsed() < ANSWER_WITHIN);
+        let round = Parked {
+            job_id: job_id.to_string(),
+            tool: tool.to_string(),
+            asks,
+            inputs,
+            since: std::time::Instant::now(),
+        };
+        parked.insert(state.clone(), round);
+        state
+    }
+
+    /// Puts back a round a retry could not use (a refused answer), under the same state.
+    pub fn repark(&self, state: &str, round: Parked) {
+        self.parked_lock().insert(state.to_string(), round);
+    }
+
+    /// Takes the round a client's retry names.
+    pub fn unpark(&self, state: &str) -> Option<Parked> {
+        self.parked_lock().remove(state)
+    }
+
+    /// A fresh key for one request in an `input_required` result.
+    pub fn next_key(&self) -> String {
+        format!("r{}", self.next.fetch_add(1, Ordering::Relaxed))
     }
 }
 
@@ -76,8 +171,8 @@ fn refused(why: String) -> RpcError {
 
 impl Gateway {
     /// Remembers what a session's client can be asked (from its `initialize`).
-    pub fn remember_client(&self, session: &str, capabilities: Value) {
-        self.client_asks.clients().insert(session.to_string(), capabilities);
+    pub fn remember_client(&self, session: &str, capabilities: Value, stateless: bool) {
+        self.client_asks.clients().insert(session.to_string(), (capabilities, stateless));
     }
 
     /// A JSON-RPC response a client sent: the answer to one of our requests, if it is one and
@@ -103,19 +198,23 @@ impl Gateway {
 
     /// Relays `ask` from `provider` to the one session whose call caused it; audits it.
     pub async fn ask_client(&self, provider: &ProviderId, ask: ClientAsk) -> Answer {
-        let sessions: BTreeSet<String> = ask
+        let jobs: Vec<(String, String)> = ask
             .during
             .iter()
             .filter_map(|m| m.get("job_id").and_then(Value::as_str))
             .filter_map(|job| self.jobs.store().get_job(job).ok().flatten())
-            .map(|j| j.session_id)
+            .map(|j| (j.session_id, j.id))
             .collect();
+        let sessions: BTreeSet<String> = jobs.iter().map(|(s, _)| s.clone()).collect();
         let answer = match sessions.len() {
             0 => Err(refused(format!(
                 "no client call to `{provider}` is running, so no client is attached to answer `{}`",
                 ask.method
             ))),
-            1 => self.send_to_client(sessions.iter().next().map(String::as_str).unwrap_or(""), &ask).await,
+            1 => {
+                let jobs: Vec<&str> = jobs.iter().map(|(_, j)| j.as_str()).collect();
+                self.send_to_client(sessions.iter().next().map(String::as_str).unwrap_or(""), &jobs, &ask).await
+            }
             n => Err(RpcError::internal(format!(
                 "`{}` cannot be relayed: calls of {n} sessions to `{provider}` are running and the request does not say whose it is",
                 ask.method
@@ -131,9 +230,9 @@ impl Gateway {
         answer
     }
 
-    async fn send_to_client(&self, session: &str, ask: &ClientAsk) -> Answer {
-        let caps = self.client_asks.clients().get(session).cloned();
-        let Some(caps) = caps else {
+    async fn send_to_client(&self, session: &str, jobs: &[&str], ask: &ClientAsk) -> Answer {
+        let client = self.client_asks.clients().get(session).cloned();
+        let Some((caps, stateless)) = client else {
             return Err(refused(format!(
                 "the session's client did not connect over MCP `initialize`, so it cannot be asked `{}`",
                 ask.method
@@ -144,6 +243,9 @@ impl Gateway {
         };
         if !declared(&caps, path) {
             return Err(refused(format!("the client did not declare the `{}` capability", path.join("."))));
+        }
+        if stateless {
+            return self.ask_in_result(jobs, ask).await;
         }
         let Some(s) = self.sessions.authenticate(Some(session), None).ok() else {
             return Err(refused("the client's session has ended".into()));
@@ -164,6 +266,34 @@ impl Gateway {
         };
         self.client_asks.pending().remove(&id);
         answer
+    }
+}
+
+impl Gateway {
+    /// A stateless client's answer: the request goes to the `tools/call` following one of the
+    /// jobs, which returns it to the client as `input_required`; the answer comes with the
+    /// client's retry.
+    async fn ask_in_result(&self, jobs: &[&str], ask: &ClientAsk) -> Answer {
+        let watcher = jobs.iter().find_map(|j| self.client_asks.watching().get(*j).cloned());
+        let Some(watcher) = watcher else {
+            return Err(refused(format!("no call of the client is waiting to return `{}` to it", ask.method)));
+        };
+        let (tx, rx) = oneshot::channel();
+        let input = InputAsk { method: ask.method.clone(), params: ask.params.clone(), answer: tx };
+        if watcher.send(input).is_err() {
+            return Err(refused(format!("the client's call ended before `{}` could reach it", ask.method)));
+        }
+        match tokio::time::timeout(ANSWER_WITHIN, rx).await {
+            Ok(Ok(a)) => a,
+            Ok(Err(_)) => {
+                Err(RpcError::internal(format!("the client did not resume its call to answer `{}`", ask.method)))
+            }
+            Err(_) => Err(RpcError::internal(format!(
+                "the client did not answer `{}` within {}s",
+                ask.method,
+                ANSWER_WITHIN.as_secs()
+            ))),
+        }
     }
 }
 

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use tokio::sync::mpsc;
+
 use axp_audit::{Kind, digest_json};
 use axp_protocol::jsonrpc::{Id, Notification, Response};
 use axp_protocol::methods::{JobEventKind, SessionOpenParams};
@@ -16,6 +18,7 @@ use super::{Ctx, Push, id_key};
 use crate::auth::session::{Session, denied};
 use crate::execution::jobs::outcome;
 use crate::gateway::Gateway;
+use crate::gateway::relay::InputAsk;
 
 const META_TOOLS: [&str; 3] = ["axp_index", "axp_describe", "axp_call"];
 
@@ -35,7 +38,7 @@ impl Gateway {
                 self.sessions.authenticate(Some(&r.session_id), Some(&r.cap_token))?
             }
         };
-        self.remember_client(&session.id, p.get("capabilities").cloned().unwrap_or_else(|| json!({})));
+        self.remember_client(&session.id, p.get("capabilities").cloned().unwrap_or_else(|| json!({})), false);
         Ok(json!({
             "protocolVersion": version,
             "capabilities": {
@@ -44,6 +47,7 @@ impl Gateway {
                 "prompts": {"listChanged": true},
                 "completions": {},
                 "logging": {},
+                "tasks": super::tasks::capability(),
             },
             "serverInfo": {"name": "axp", "title": "AXP gateway", "version": env!("CARGO_PKG_VERSION")},
             "instructions": format!(
@@ -77,9 +81,7 @@ impl Gateway {
                     if let Some(i) = &e.spec.icons {
                         t["icons"] = i.clone();
                     }
-                    if let Some(x) = &e.spec.execution {
-                        t["execution"] = x.clone();
-                    }
+                    t["execution"] = super::tasks::listed_execution(e.spec.execution.as_ref());
                     if let Some(m) = &e.spec.meta {
                         t["_meta"] = m.clone();
                     }
@@ -99,6 +101,13 @@ impl Gateway {
     }
 
     pub async fn tools_call(&self, req_id: &Id, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
+        if p.get("requestState").is_some() {
+            return self.resume_call(p, ctx).await;
+        }
+        if p.get("task").is_some_and(|t| !t.is_null()) {
+            // A task-augmented call (MCP tasks): the same job, answered at once (`tasks.rs`).
+            return self.tools_call_task(p, ctx).await;
+        }
         let started = std::time::Instant::now();
         let name = p
             .get("name")
@@ -165,10 +174,13 @@ impl Gateway {
             tokio::task::yield_now().await;
             self.audit(Kind::ToolCall, Some(&s.id), detail).await
         };
-        let (audited, result) = tokio::join!(audited, self.follow(&job, ctx, progress_token));
+        // A stateless (2026-07-28) client hears its server's requests of the client in an
+        // `input_required` result of this call, so the call watches for them.
+        let inputs = self.client_asks.is_stateless(&s.id).then(|| self.client_asks.watch(&job.id));
+        let (audited, result) = tokio::join!(audited, self.follow_or_ask(&job, &name, ctx, progress_token, inputs));
         self.inflight_lock().remove(&key);
         audited?;
-        let reply = result.map(|o| serde_json::to_value(o).unwrap_or_default());
+        let reply = result;
         // A parked job's wait for its operator is neither part: it has no provider time until
         // it ran, and then the wait would count as the gateway's.
         if job.state != axp_protocol::methods::JobState::AwaitingApproval
@@ -177,6 +189,104 @@ impl Gateway {
             times.gateway.observe(started.elapsed().saturating_sub(provider));
         }
         reply
+    }
+
+    /// Follows a call's job to its result; for a stateless client, until its server asks the
+    /// client something first, which ends this round with an `input_required` result.
+    async fn follow_or_ask(
+        &self,
+        job: &JobRecord,
+        tool: &str,
+        ctx: &Ctx,
+        progress_token: Option<Value>,
+        inputs: Option<mpsc::UnboundedReceiver<InputAsk>>,
+    ) -> Result<Value, RpcError> {
+        let to_value = |o: axp_protocol::ToolOutput| serde_json::to_value(o).unwrap_or_default();
+        let Some(mut inputs) = inputs else {
+            return self.follow(job, ctx, progress_token).await.map(to_value);
+        };
+        let followed = self.follow(job, ctx, progress_token);
+        tokio::pin!(followed);
+        let first = tokio::select! {
+            r = &mut followed => {
+                self.client_asks.unwatch(&job.id);
+                return r.map(to_value);
+            }
+            Some(ask) = inputs.recv() => ask,
+        };
+        // A server that needs several answers asks for them back to back: those that arrive
+        // within a moment go out in the same round, so the client answers them together.
+        let mut asks = vec![(self.client_asks.next_key(), first)];
+        while let Ok(Some(more)) = tokio::time::timeout(Duration::from_millis(100), inputs.recv()).await {
+            asks.push((self.client_asks.next_key(), more));
+        }
+        Ok(self.input_required(job, tool, asks, inputs))
+    }
+
+    /// The `input_required` result of a round, parked until the client's retry.
+    fn input_required(
+        &self,
+        job: &JobRecord,
+        tool: &str,
+        asks: Vec<(String, InputAsk)>,
+        inputs: mpsc::UnboundedReceiver<InputAsk>,
+    ) -> Value {
+        let requests: Map<String, Value> =
+            asks.iter().map(|(k, a)| (k.clone(), json!({"method": a.method, "params": a.params}))).collect();
+        let state = self.client_asks.park(&job.id, tool, asks, inputs);
+        json!({"resultType": "input_required", "inputRequests": requests, "requestState": state})
+    }
+
+    /// A stateless client's retry of a call with the answers to a round: each answer goes to the
+    /// request waiting for it, and the same job is followed on. A request left unanswered is
+    /// asked again; an answer that is not a result object is refused and the round kept.
+    async fn resume_call(&self, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
+        let state = p.get("requestState").and_then(Value::as_str).ok_or_else(|| {
+            RpcError::invalid_params("`requestState` must be the string an input_required result gave")
+        })?;
+        let responses = match p.get("inputResponses") {
+            None => Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "`inputResponses` must be an object of results keyed like the inputRequests",
+                ));
+            }
+        };
+        let tool = p.get("name").and_then(Value::as_str).unwrap_or_default();
+        let Some(mut round) = self.client_asks.unpark(state) else {
+            return Err(RpcError::invalid_params(
+                "`requestState` is not one this gateway gave out, or its round has expired",
+            ));
+        };
+        let bad = round.asks.iter().find(|(k, _)| responses.get(k).is_some_and(|v| !v.is_object()));
+        if let Some((key, _)) = bad {
+            let e = RpcError::invalid_params(format!("the answer under `{key}` is not a result object"));
+            self.client_asks.repark(state, round);
+            return Err(e);
+        }
+        if round.tool != tool {
+            let e = RpcError::invalid_params(format!("this `requestState` belongs to a call of `{}`", round.tool));
+            self.client_asks.repark(state, round);
+            return Err(e);
+        }
+        let Some(job) = self.jobs.store().get_job(&round.job_id).ok().flatten() else {
+            return Err(RpcError::internal("the call's job is gone"));
+        };
+        let mut missing = Vec::new();
+        for (key, ask) in std::mem::take(&mut round.asks) {
+            match responses.get(&key) {
+                Some(v) => {
+                    let _ = ask.answer.send(Ok(v.clone()));
+                }
+                None => missing.push((key, ask)),
+            }
+        }
+        if !missing.is_empty() {
+            return Ok(self.input_required(&job, &round.tool, missing, round.inputs));
+        }
+        let tool = round.tool.clone();
+        self.follow_or_ask(&job, &tool, ctx, None, Some(round.inputs)).await
     }
 
     /// Waits for a job to end, pushing its progress to the client as it comes; returns its result.
@@ -270,7 +380,8 @@ fn meta_tools(total: usize) -> Vec<Value> {
             "inputSchema": {"type": "object", "properties": {
                 "name": {"type": "string", "description": "The tool's name"},
                 "arguments": {"type": "object", "description": "Arguments matching the tool's schema"}
-            }, "required": ["name"], "additionalProperties": false}
+            }, "required": ["name"], "additionalProperties": false},
+            "execution": super::tasks::listed_execution(None)
         }),
     ]
 }

@@ -167,7 +167,7 @@ impl Gateway {
     /// (a server's request of the client needs it) and at what level it wants logs.
     fn stateless_session(&self, envelope: &revision::Envelope, ctx: &Ctx) -> Result<(), RpcError> {
         let s = self.session_or_default(&Value::Null, ctx)?;
-        self.remember_client(&s.id, envelope.client_capabilities.clone());
+        self.remember_client(&s.id, envelope.client_capabilities.clone(), true);
         if let Some(rank) = envelope.log_level.as_deref().and_then(crate::gateway::listeners::level_rank) {
             self.listeners.set_level(s, rank);
         }

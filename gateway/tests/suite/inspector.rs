@@ -52,7 +52,9 @@ fn inspector_cli_lists_and_calls_over_streamable_http() {
 
     let list = json_of(&inspector(&[&url, "--method", "tools/list"]));
     let names = tool_names(&list);
-    assert_eq!(names.len(), 15, "{names:?}");
+    // server-everything's 17 (with the 4 that need sampling, elicitation or roots, which the
+    // gateway declares for its clients) and mcp-server-time's 2.
+    assert_eq!(names.len(), 19, "{names:?}");
     for want in ["everything__echo", "everything__get-sum", "time__get_current_time"] {
         assert!(names.contains(&want.to_string()), "{want} missing: {names:?}");
     }
@@ -124,7 +126,7 @@ fn inspector_cli_spawns_axp_serve_stdio() {
 
     let args = with(&["--method", "tools/list"]);
     let list = json_of(&inspector(&args.iter().map(String::as_str).collect::<Vec<_>>()));
-    assert_eq!(tool_names(&list).len(), 15, "{list}");
+    assert_eq!(tool_names(&list).len(), 19, "{list}");
 
     let args =
         with(&["--method", "tools/call", "--tool-name", "time__get_current_time", "--tool-arg", "timezone=Asia/Tokyo"]);

@@ -70,7 +70,8 @@ async fn python_sdk_over_streamable_http() {
     .await
     .unwrap();
     assert_eq!(r["server"], "axp");
-    assert_eq!(r["tools"].as_array().unwrap().len(), 15);
+    // server-everything's 17 (the gateway declares sampling, elicitation and roots) and time's 2.
+    assert_eq!(r["tools"].as_array().unwrap().len(), 19);
     assert_eq!(r["result"]["content"][0]["text"], "The sum of 20 and 22 is 42.");
 }
 

@@ -179,3 +179,67 @@ async fn both_revisions_are_served_on_one_endpoint() {
     assert!(listed["result"].get("resultType").is_none(), "{listed}");
     assert!(!listed["result"]["tools"].as_array().unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_stateless_client_answers_the_servers_request_in_a_retry_of_its_call() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
+    let url = format!("{}/mcp", gw.base);
+    let call = |extra: Value| {
+        let mut params =
+            json!({"name": "everything__trigger-sampling-request", "arguments": {"prompt": "2+2?", "maxTokens": 5}});
+        for (k, v) in extra.as_object().unwrap() {
+            params[k] = v.clone();
+        }
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"sampling": {}},
+        });
+        let url = url.clone();
+        async move {
+            let r: Value = reqwest::Client::new()
+                .post(&url)
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "everything__trigger-sampling-request")
+                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            r["result"].clone()
+        }
+    };
+    // Round one: the server's sampling request comes back as an input_required result.
+    let first = call(json!({})).await;
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let (key, request) = first["inputRequests"].as_object().unwrap().iter().next().unwrap();
+    assert_eq!(request["method"], "sampling/createMessage", "{first}");
+    assert!(request["params"]["messages"].to_string().contains("2+2?"), "{request}");
+    let state = first["requestState"].as_str().unwrap().to_string();
+    // A forged state is refused and does not consume the real one.
+    let answer = json!({"role": "assistant", "content": {"type": "text", "text": "four"}, "model": "m", "stopReason": "endTurn"});
+    let forged = reqwest::Client::new()
+        .post(&url)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "everything__trigger-sampling-request")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "everything__trigger-sampling-request", "arguments": {}, "requestState": format!("{state}x"),
+            "inputResponses": {key.clone(): answer.clone()},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}))
+        .send()
+        .await
+        .unwrap();
+    let forged: Value = forged.json().await.unwrap();
+    assert_eq!(forged["error"]["code"], -32602, "{forged}");
+    // Answers that are not result objects are refused, and the round is kept.
+    let bad = call(json!({"requestState": state, "inputResponses": {key.clone(): 7}})).await;
+    assert!(bad.is_null(), "a bad answer is an error, not a result: {bad}");
+    // The retry with the answer finishes the same call.
+    let done = call(json!({"requestState": state, "inputResponses": {key.clone(): answer}})).await;
+    assert_eq!(done["resultType"], "complete", "{done}");
+    assert!(done["content"][0]["text"].as_str().unwrap().contains("four"), "{done}");
+}
