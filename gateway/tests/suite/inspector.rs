@@ -133,3 +133,32 @@ fn inspector_cli_spawns_axp_serve_stdio() {
     let r = json_of(&inspector(&args.iter().map(String::as_str).collect::<Vec<_>>()));
     assert_eq!(r["structuredContent"]["timezone"], "Asia/Tokyo", "{r}");
 }
+
+#[test]
+fn inspector_cli_reads_resources_and_prompts_of_every_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let notes = repo().join("tests/fixtures/notes_server.py");
+    let fleet = write_fleet(tmp.path(), json!({"notes": {"command": venv_bin("python"), "args": [notes]}}));
+    let gw = gateway().fleet(&fleet).start();
+    let url = format!("{}/mcp", gw.base);
+    let http = |extra: &[&str]| {
+        let mut args = vec![url.as_str(), "--transport", "http"];
+        args.extend_from_slice(extra);
+        json_of(&inspector(&args))
+    };
+    let resources = http(&["--method", "resources/list"]);
+    let uris: Vec<&str> = resources["resources"].as_array().unwrap().iter().filter_map(|r| r["uri"].as_str()).collect();
+    assert!(uris.contains(&"notes://notes__today"), "{uris:?}");
+    assert!(uris.iter().any(|u| u.starts_with("demo://everything__")), "{uris:?}");
+    let read = http(&["--method", "resources/read", "--uri", "notes://notes__today"]);
+    assert_eq!(read["contents"][0]["text"], "Remember the milk.", "{read}");
+    let templates = http(&["--method", "resources/templates/list"]);
+    assert!(templates.to_string().contains("notes://notes__day/{n}"), "{templates}");
+    let prompts = http(&["--method", "prompts/list"]);
+    let names: Vec<&str> = prompts["prompts"].as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
+    assert!(names.contains(&"notes__review") && names.contains(&"everything__simple-prompt"), "{names:?}");
+    let got = http(&["--method", "prompts/get", "--prompt-name", "notes__review", "--prompt-args", "code=x = 1"]);
+    assert!(got["messages"][0]["content"]["text"].as_str().unwrap().contains("x = 1"), "{got}");
+    let set = http(&["--method", "logging/setLevel", "--log-level", "debug"]);
+    assert_eq!(set, json!({}));
+}
