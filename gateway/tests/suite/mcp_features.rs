@@ -2,7 +2,7 @@
 //! (server-everything from npm, mcp-server-time and a notes server written with the Python SDK):
 //! resources, templates, prompts, completion, logging and resource subscriptions, with the
 //! names and URIs of each server kept apart, the grants enforced on every method, and clear
-//! errors for what does not exist.
+//! errors for what does not exist or is too large.
 
 use std::process::Command;
 
@@ -167,6 +167,13 @@ async fn unknown_names_forged_cursors_and_unsupported_subscriptions_get_clear_er
     assert_eq!(c.err("logging/setLevel", json!({"level": "loud"})).await.0, -32602);
     let (code, _) = c.err("completion/complete", json!({"ref": {"type": "ref/tool", "name": "x"}})).await;
     assert_eq!(code, -32602);
+    // A resource larger than the gateway takes in one message (20 MiB against 16): a clear
+    // error at once, not a timeout, and the server stays up.
+    let started = std::time::Instant::now();
+    let (code, e) = c.err("resources/read", json!({"uri": "notes://notes__huge"})).await;
+    assert_eq!(code, -32007, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("larger than 16 MiB"), "{e}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "answered by the limit, not the deadline");
     // None of it broke the gateway: the next read works.
     let ok = c.ok("resources/read", json!({"uri": "notes://notes__today"})).await;
     assert_eq!(ok["contents"][0]["text"], "Remember the milk.");

@@ -4,7 +4,7 @@
 //! routing, cancellation, per-call timeouts, crash detection and restart with backoff, split by
 //! concern: `config.rs` (plain configuration), `session.rs` (one connection: handshake,
 //! requests, its life), `routing.rs` (notifications: progress, logs, `list_changed`),
-//! `child.rs` (the stdio child's watch), `supervisor.rs` (start, backoff, restart,
+//! `child.rs` (the stdio child's watch), `oversize.rs` (noticing a stdio message too large to take), `supervisor.rs` (start, backoff, restart,
 //! availability events), `provider.rs` (the [`Provider`](crate::Provider) impl), `errors.rs` (failures for
 //! people) and [`sse`] (the legacy SSE transport).
 //!
@@ -61,6 +61,7 @@
 mod child;
 mod config;
 mod errors;
+mod oversize;
 mod provider;
 mod routing;
 mod session;

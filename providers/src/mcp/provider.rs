@@ -84,12 +84,14 @@ impl McpProvider {
     {
         let conn = self.conn()?;
         let timeout = self.inner.cfg.timeout;
+        let _waiting = conn.oversize.wait();
         // Dropping rmcp's request future on timeout sends `notifications/cancelled` upstream.
         let res = tokio::select! {
             r = tokio::time::timeout(timeout, f(conn.peer.clone())) => r,
             _ = conn.dead.cancelled() => {
                 return Err(self.inner.unavailable(conn.death_reason()));
             }
+            () = answer_discarded(&conn) => return Err(too_large(what)),
         };
         match res {
             Err(_) => Err(ProviderError::Timeout { tool: what.to_string(), secs: timeout.as_secs_f64().ceil() as u64 }),
@@ -147,6 +149,28 @@ impl McpProvider {
             }),
         }
     }
+}
+
+/// Resolves when the server wrote a message too large to take while this request was the only
+/// one waiting on the connection, so that message was its answer.
+async fn answer_discarded(conn: &Conn) {
+    loop {
+        conn.oversize.discarded().await;
+        if conn.oversize.alone() {
+            return;
+        }
+    }
+}
+
+fn too_large(what: &str) -> ProviderError {
+    ProviderError::Upstream(RpcError::new(
+        axp_protocol::ErrorCode::LimitExceeded,
+        format!(
+            "the server's answer to `{what}` was larger than {} MiB, the most AXP takes in one message; it was discarded",
+            crate::MAX_MESSAGE_BYTES / (1024 * 1024)
+        ),
+    )
+    .with_data("limit", crate::MAX_MESSAGE_BYTES))
 }
 
 fn unsupported(what: &str) -> ProviderError {
@@ -217,6 +241,7 @@ impl Provider for McpProvider {
             Err(e) => return Err(self.map_error(&conn, e).await),
         };
         let _route = conn.progress.register(handle.progress_token.clone(), sink);
+        let _waiting = conn.oversize.wait();
         let mut abandon = AbandonGuard { peer: conn.peer.clone(), id: Some(handle.id.clone()) };
         let result = tokio::select! {
             r = handle.await_response() => {
@@ -241,6 +266,12 @@ impl Provider for McpProvider {
             _ = conn.dead.cancelled() => {
                 abandon.disarm();
                 return Err(self.inner.unavailable(conn.death_reason()));
+            }
+            () = answer_discarded(&conn) => {
+                if let Some(id) = abandon.disarm() {
+                    send_cancelled(&conn.peer, id, "the answer was too large").await;
+                }
+                return Err(too_large(&tool));
             }
         };
         match result {

@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use super::child::ChildProc;
 use super::config::ClientAsks;
 use super::errors::{init_error_for_people, unreachable_because};
+use super::oversize::{Counted, Oversize};
 use super::routing::{Handler, InFlight, ProgressRouter, client_capabilities};
 use super::supervisor::Inner;
 use super::{McpTransport, sse};
@@ -30,6 +31,8 @@ pub(super) struct Conn {
     pub(super) progress: Arc<ProgressRouter>,
     /// The calls in flight, for attributing the server's requests of the client.
     pub(super) inflight: Arc<InFlight>,
+    /// Raised when a stdio server's message was too large and discarded.
+    pub(super) oversize: Arc<Oversize>,
     /// Cancelled when the connection is gone; calls in flight fail at once.
     pub(super) dead: CancellationToken,
     pub(super) death: Mutex<Option<String>>,
@@ -103,6 +106,7 @@ impl Session {
             relay: inner.cfg.relay.clone(),
         };
         let service_ct = CancellationToken::new();
+        let oversize = Arc::new(Oversize::default());
         let mut link = None;
         let (running, child) = match &inner.cfg.transport {
             McpTransport::Stdio(spec) => {
@@ -121,7 +125,7 @@ impl Session {
                 let stderr = child.stderr.take();
                 let proc = ChildProc::watch(child, stderr, inner.cfg.id.to_string());
                 let running = tokio::select! {
-                    r = serve_client_with_ct(handler, (stdout, stdin), service_ct.clone()) => r,
+                    r = serve_client_with_ct(handler, (Counted::new(stdout, crate::MAX_MESSAGE_BYTES, oversize.clone()), stdin), service_ct.clone()) => r,
                     _ = proc.exited.cancelled() => {
                         return Err(format!("the server exited during the MCP handshake ({})", proc.describe()));
                     }
@@ -188,6 +192,7 @@ impl Session {
             peer,
             progress,
             inflight,
+            oversize,
             dead: CancellationToken::new(),
             death: Mutex::new(None),
             suspect: suspect_tx,
