@@ -27,7 +27,7 @@ pub use checks::catalog::CatalogMemo;
 pub use config::LintConfig;
 pub use drift::{Lockfile, check_drift};
 pub use fix::{AppliedFix, fix_tools_json};
-pub use registration::{Verdict, lint_tool};
+pub use registration::{Verdict, lint_offering, lint_tool};
 pub use report::{Report, lint};
 pub use rules::{Family, Mode, RULES, Rule, Severity, explain, rule};
 

@@ -1,5 +1,6 @@
 //! Registration-time linting for the gateway: [`lint_tool`] runs the same rules as `axp lint`
-//! on one tool (plus its drift against the lockfile) and [`Verdict::decide`] turns the findings
+//! on one tool (plus its drift against the lockfile), [`lint_offering`] the prose rules on a
+//! prompt or resource, and [`Verdict::decide`] turns the findings
 //! into publish-or-refuse under the configured `warn`/`deny` modes. It decides nothing about
 //! what the gateway then serves, audits or shows; it only says why.
 
@@ -46,6 +47,17 @@ impl Verdict {
                 .collect(),
         }
     }
+}
+
+/// Lints a prompt or a resource (or resource template) an MCP server offers, as raw MCP JSON:
+/// the safety rules that read prose (hidden Unicode, injection markup, instruction overrides,
+/// concealment, secret paths, exfiltration) over every string of it. The schema, naming and
+/// catalog rules are about tools and are not run. `item` names it in the findings (the prompt's
+/// name, the resource's URI).
+pub fn lint_offering(provider: &str, item: &str, value: &serde_json::Value, config: &LintConfig) -> Vec<Finding> {
+    let mut raw = Vec::new();
+    checks::safety::check_prose(value, &mut raw);
+    raw.into_iter().filter_map(|r| to_finding(provider, item, r, config)).collect()
 }
 
 /// Lints one tool being registered: per-tool rules and its drift against `lock` (a change is

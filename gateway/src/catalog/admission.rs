@@ -73,6 +73,9 @@ pub struct Admission {
     save_pending: Arc<AtomicBool>,
     /// The catalog's tokenised descriptions, kept from one registration to the next.
     memo: Mutex<axp_lint::CatalogMemo>,
+    /// Prompts and resources the lint refused, by (provider, name or URI): each is logged once,
+    /// and a prompt refused in a list is refused by name too.
+    refused_offerings: Mutex<BTreeSet<(String, String)>>,
 }
 
 /// How long new pins wait before the lockfile is written: providers register one at a time at
@@ -114,6 +117,7 @@ impl Admission {
             approve_hint: approve_with.to_string(),
             save_pending: Arc::default(),
             memo: Mutex::default(),
+            refused_offerings: Mutex::default(),
         })
     }
 
@@ -143,6 +147,35 @@ impl Admission {
     }
 
     /// Lints `tools` of `provider` against the rest of the catalog (`others`).
+    /// Whether a prompt or resource (raw MCP JSON) of `provider` may be offered: the lint's prose
+    /// rules in their configured modes, as for a tool's description. `Err` has the reasons; a
+    /// refusal is logged once.
+    pub fn admit_offering(&self, provider: &str, item: &str, value: &Value) -> Result<(), Vec<String>> {
+        let found = axp_lint::lint_offering(provider, item, value, &self.config);
+        let verdict = Verdict::decide(found, &self.config);
+        if verdict.is_publish() {
+            return Ok(());
+        }
+        let reasons = verdict.reasons_text();
+        let first = self
+            .refused_offerings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((provider.to_string(), item.to_string()));
+        if first {
+            tracing::warn!(provider, item, reasons = %reasons.join("; "), "the registration lint refused what a server offers; it is not listed");
+        }
+        Err(reasons)
+    }
+
+    /// Whether the lint refused this prompt or resource when it was listed.
+    pub fn offering_refused(&self, provider: &str, item: &str) -> bool {
+        self.refused_offerings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&(provider.to_string(), item.to_string()))
+    }
+
     pub fn admit(&self, provider: &str, tools: Vec<ToolSpec>, others: &Catalog) -> Admitted {
         let mut pins = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -10,6 +10,8 @@
 //! `<provider>__<the provider's own URI>`), and every lookup checks them again. Lists ask every
 //! serving provider at once, each bounded in time, and are paginated with an opaque cursor; a
 //! provider that fails to answer is left out of the list and logged, never failing the list.
+//! Every prompt and resource passes the registration lint's prose rules (hidden Unicode,
+//! injection, exfiltration …) before it is listed, as a tool's description does.
 
 use std::future::Future;
 use std::time::Duration;
@@ -168,7 +170,9 @@ impl Gateway {
         for (m, list) in self.gather("resources/list", |pr| async move { pr.resources().await }).await {
             for mut r in list {
                 let Some(uri) = r.get("uri").and_then(Value::as_str).map(str::to_string) else { continue };
-                if s.caps.allows_resource(m.provider.id().as_str(), &uri) {
+                if s.caps.allows_resource(m.provider.id().as_str(), &uri)
+                    && self.admission.admit_offering(m.provider.id().as_str(), &uri, &r).is_ok()
+                {
                     r["uri"] = json!(client_uri(&m, &uri));
                     items.push(r);
                 }
@@ -184,7 +188,9 @@ impl Gateway {
         for (m, list) in lists {
             for mut t in list {
                 let Some(tpl) = t.get("uriTemplate").and_then(Value::as_str).map(str::to_string) else { continue };
-                if s.caps.allows_resource(m.provider.id().as_str(), &tpl) {
+                if s.caps.allows_resource(m.provider.id().as_str(), &tpl)
+                    && self.admission.admit_offering(m.provider.id().as_str(), &tpl, &t).is_ok()
+                {
                     t["uriTemplate"] = json!(client_uri(&m, &tpl));
                     items.push(t);
                 }
@@ -251,8 +257,11 @@ impl Gateway {
         let mut items = Vec::new();
         for (m, list) in self.gather("prompts/list", |pr| async move { pr.prompts().await }).await {
             for mut pr in list {
-                let Some(name) = pr.get("name").and_then(Value::as_str).map(|n| prompt_name(&m, n)) else { continue };
-                if s.caps.allows_prompt(&name) {
+                let Some(own) = pr.get("name").and_then(Value::as_str).map(str::to_string) else { continue };
+                let name = prompt_name(&m, &own);
+                if s.caps.allows_prompt(&name)
+                    && self.admission.admit_offering(m.provider.id().as_str(), &own, &pr).is_ok()
+                {
                     pr["name"] = json!(name);
                     items.push(pr);
                 }
@@ -274,6 +283,13 @@ impl Gateway {
         };
         let (m, own) = self.route_prompt(name).ok_or_else(|| unknown_prompt(name))?;
         self.serving(&m)?;
+        // The lint reads a prompt's description in the list; one refused there is not served by
+        // name either.
+        if self.admission.offering_refused(m.provider.id().as_str(), &own) {
+            return Err(
+                unknown_prompt(name).with_data("reason", "refused by the registration lint (see the gateway log)")
+            );
+        }
         m.provider.get_prompt(&own, arguments).await.map_err(|e| lookup_error(&e, || unknown_prompt(name)))
     }
 

@@ -67,6 +67,8 @@ async fn python_sdk_reads_resources_prompts_completions_and_logs_of_every_server
     for p in ["notes__review", "notes__summarise", "everything__args-prompt"] {
         assert!(prompts.contains(&p.to_string()), "{p} missing from {prompts:?}");
     }
+    // A prompt whose description tells the agent to send a key away is not listed.
+    assert!(!prompts.contains(&"notes__poisoned".to_string()), "the registration lint refuses it: {prompts:?}");
     let text = r["prompt"]["messages"][0]["content"]["text"].as_str().unwrap();
     assert!(text.contains("review this python code") && text.contains("x = 1"), "{text}");
 
@@ -154,6 +156,11 @@ async fn unknown_names_forged_cursors_and_unsupported_subscriptions_get_clear_er
     let (code, e) = c.err("prompts/get", json!({"name": "zzz"})).await;
     assert_eq!(code, -32602, "{e}");
     assert!(e["message"].as_str().unwrap().contains("zzz"), "{e}");
+    // A prompt the registration lint refused in the list is not served by name either.
+    c.ok("prompts/list", json!({})).await;
+    let (code, e) = c.err("prompts/get", json!({"name": "notes__poisoned", "arguments": {"n": "1"}})).await;
+    assert_eq!(code, -32602, "{e}");
+    assert!(e["data"]["reason"].as_str().unwrap().contains("registration lint"), "{e}");
     let (_, e) = c.err("prompts/get", json!({"name": "notes__nothing"})).await;
     assert!(e["message"].as_str().unwrap().contains("nothing"), "{e}");
     // mcp-server-time offers no resources: a subscription to its namespace is refused clearly.

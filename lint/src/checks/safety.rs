@@ -89,6 +89,26 @@ pub(crate) fn check(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Ve
     dangerous(tool, out);
 }
 
+/// The prose rules alone (hidden Unicode, injection markup, instruction overrides, concealment,
+/// secret paths, exfiltration) over every string of `value`: for what an MCP server offers
+/// besides tools (a prompt, a resource), which has no schema or side channels to check.
+pub(crate) fn check_prose(value: &Value, out: &mut Vec<Raw>) {
+    let mut texts = Vec::new();
+    collect(value, "", true, false, &mut texts);
+    for t in &texts {
+        let decoded_tags = unicode(t, out);
+        if !t.prose {
+            continue;
+        }
+        let visible: String = t.text.chars().filter(|c| classify(*c).is_none()).collect();
+        let mut sink = Vec::new();
+        text_rules(&t.pointer, &visible, "", out, &mut sink);
+        if let Some(hidden) = decoded_tags {
+            text_rules(&t.pointer, &hidden, " (in text hidden in tag characters)", out, &mut sink);
+        }
+    }
+}
+
 /// Reports hidden code points of one string; returns the ASCII decoded from tag characters.
 fn unicode(t: &Text, out: &mut Vec<Raw>) -> Option<String> {
     let chars: Vec<char> = t.text.chars().collect();
