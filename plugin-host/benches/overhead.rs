@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use axp_plugin_host::{DylibConfig, DylibProvider, HelperCommand, WasmGrants, WasmLimits, WasmProvider, WasmRuntime};
 use axp_protocol::{ToolCall, ToolOutput};
-use axp_providers::{CancellationToken, NullSink, Provider};
+use axp_provider_api::{CancellationToken, NullSink, Provider};
 
 /// The baseline: what the host does around a call (arguments to JSON text, result parsed back
 /// into a `ToolOutput`), with the tool itself a plain Rust function.
@@ -46,7 +46,7 @@ fn main() {
         WasmRuntime::new(WasmLimits { call_timeout: Duration::from_secs(10), ..WasmLimits::default() }).unwrap();
     let provider = rt.block_on(WasmProvider::new(&runtime, "hello", &bytes, WasmGrants::default())).unwrap();
     let call = ToolCall { tool: "noop".into(), arguments: Default::default(), meta: None };
-    let sink: axp_providers::JobSink = Arc::new(NullSink);
+    let sink: axp_provider_api::JobSink = Arc::new(NullSink);
     let native_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/examples/dist/hello-native");
     let native = rt
         .block_on(DylibProvider::new(
@@ -58,7 +58,7 @@ fn main() {
                 trusted: false,
                 call_timeout: Duration::from_secs(10),
             },
-            Arc::new(axp_providers::DirectLauncher),
+            Arc::new(axp_provider_api::DirectLauncher),
         ))
         .unwrap();
     let mut echo_args = serde_json::Map::new();

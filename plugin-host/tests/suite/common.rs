@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axp_plugin_host::{HelperCommand, HostContext, WasmLimits, WasmRuntime};
-use axp_providers::DirectLauncher;
+use axp_provider_api::DirectLauncher;
 
 pub(super) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axp_plugin_host::{InstallError, InstallOptions, ManifestError};
 use axp_protocol::ToolCall;
-use axp_providers::{CancellationToken, NullSink};
+use axp_provider_api::{CancellationToken, NullSink};
 use serde_json::json;
 
 use super::common::*;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use axp_plugin_host::{DylibConfig, DylibProvider, InstallOptions};
 use axp_protocol::{ErrorCode, ToolCall, ToolOutput};
-use axp_providers::{CancellationToken, DirectLauncher, NullSink, Provider, ProviderError};
+use axp_provider_api::{CancellationToken, DirectLauncher, NullSink, Provider, ProviderError};
 use serde_json::json;
 
 use super::common::*;
@@ -62,7 +62,7 @@ async fn panic_and_segfault_leave_the_host_serving() {
     let err = call(&p, "segv", json!({})).await.unwrap_err();
     let ProviderError::Unavailable { reason, .. } = &err else { panic!("{err}") };
     assert!(reason.contains("SIGSEGV"), "{reason}");
-    assert!(matches!(events.recv().await.unwrap(), axp_providers::ProviderEvent::Unavailable { .. }));
+    assert!(matches!(events.recv().await.unwrap(), axp_provider_api::ProviderEvent::Unavailable { .. }));
     // This process is alive, and the next call gets a fresh helper.
     assert_eq!(call(&p, "ok", json!({})).await.unwrap().joined_text(), "\"still here\"");
     p.shutdown().await.unwrap();
@@ -147,7 +147,7 @@ async fn a_reply_line_past_the_cap_fails_the_call_and_kills_the_helper() {
     assert_eq!(e.kind(), Some(ErrorCode::LimitExceeded), "{err}");
     assert!(e.reason().contains("16 MiB"), "{}", e.reason());
     assert!(t.elapsed() < Duration::from_secs(5), "the host waited for the flood to end: {:?}", t.elapsed());
-    assert!(matches!(events.recv().await.unwrap(), axp_providers::ProviderEvent::Unavailable { .. }));
+    assert!(matches!(events.recv().await.unwrap(), axp_provider_api::ProviderEvent::Unavailable { .. }));
     let first = started_pids(&pids)[0];
     assert!(!std::path::Path::new(&format!("/proc/{first}")).exists(), "the flooding helper {first} still runs");
 

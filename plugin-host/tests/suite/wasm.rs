@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use axp_plugin_host::{WasmGrants, WasmProvider};
 use axp_protocol::{ErrorCode, ToolCall, ToolOutput};
-use axp_providers::{CancellationToken, NullSink, Provider, ProviderError};
+use axp_provider_api::{CancellationToken, NullSink, Provider, ProviderError};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
