@@ -11,6 +11,7 @@ mod jobs;
 mod mcp;
 pub mod revision;
 mod sessions;
+mod tasks;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -326,6 +327,7 @@ impl Gateway {
                 self.jobs.write(&r.job_id, r.data.into_bytes(), r.eof).await?;
                 Ok(json!({}))
             }
+            m if m.starts_with("tasks/") => self.tasks_call(m, &p, ctx).await,
             m if m.starts_with("notifications/") => {
                 Err(RpcError::invalid_request(format!("`{m}` is a notification; send it without an `id`")))
             }
