@@ -20,6 +20,7 @@ pub mod lint;
 pub mod mcp_clients;
 pub mod mcp_features;
 pub mod mcp_fidelity;
+pub mod mcp_tasks;
 pub mod operators;
 pub mod plugins;
 pub mod pty;
