@@ -111,7 +111,8 @@ fn unsafe_lives_only_in_the_crates_the_map_names() {
 
 /// The layers of the workspace, inward first. A crate may depend only on crates of a lower
 /// layer: the pure ones at the bottom, the seams and parsers above them, the runtimes above
-/// those, and the gateway (the one binary) at the top.
+/// those, and the binaries at the top: the gateway, and the conformance runner that judges a
+/// gateway from outside (neither may depend on the other).
 const LAYERS: [&[&str]; 4] = [
     &["axp-protocol", "axp-sandbox"],
     &[
@@ -125,7 +126,7 @@ const LAYERS: [&[&str]; 4] = [
         "axp-client",
     ],
     &["axp-providers", "axp-egress-proxy", "axp-plugin-host"],
-    &["axp-gateway"],
+    &["axp-gateway", "axp-conformance"],
 ];
 
 fn layer_of(name: &str) -> Option<usize> {
@@ -157,6 +158,22 @@ fn every_crate_depends_only_on_crates_below_it() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The conformance runner judges any endpoint over the wire, so it may use nothing of ours but
+/// the wire: the one JSON-RPC client and the protocol's types. Were it to reach into the
+/// gateway's crates, it would check the gateway against itself.
+#[test]
+fn the_conformance_runner_knows_only_the_wire() {
+    let text = std::fs::read_to_string(root().join("conformance/axp/Cargo.toml")).expect("the runner's manifest");
+    let manifest: toml::Value = toml::from_str(&text).expect("toml");
+    let mut ours = Vec::new();
+    for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
+        let deps = manifest.get(section).and_then(toml::Value::as_table).cloned().unwrap_or_default();
+        ours.extend(deps.keys().filter(|d| d.starts_with("axp-")).cloned());
+    }
+    ours.sort();
+    assert_eq!(ours, ["axp-client", "axp-protocol"], "axp-conformance may depend on axp-client and axp-protocol only");
 }
 
 /// The gateway's top-level module of a source file (`router/mcp.rs` → `router`).

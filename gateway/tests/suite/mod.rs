@@ -7,6 +7,7 @@ pub mod bad_input;
 pub mod caps;
 pub mod cli;
 pub mod codemode;
+pub mod conformance_runner;
 pub mod crash;
 pub mod denials;
 pub mod egress;
