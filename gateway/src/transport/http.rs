@@ -38,13 +38,15 @@ struct AppState {
 }
 
 pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
-    let state = AppState { gw, max_body };
+    let state = AppState { gw: gw.clone(), max_body };
     Router::new()
         .route("/axp", get(get_stream).post(post).delete(delete))
         .route("/mcp", get(get_stream).post(post).delete(delete))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .with_state(state)
+        // The legacy 2024-11-05 transport: `GET /sse` and `POST /messages`.
+        .merge(super::legacy_sse::router(gw, max_body))
 }
 
 fn ctx_from(headers: &HeaderMap) -> Ctx {
@@ -54,7 +56,7 @@ fn ctx_from(headers: &HeaderMap) -> Ctx {
 
 /// The request's context with its operator (`Authorization: Bearer`), or the 401 to send: an
 /// unknown or malformed credential is refused, never ignored.
-fn authed_ctx(gw: &Gateway, headers: &HeaderMap) -> Result<Ctx, Box<HttpResponse>> {
+pub(super) fn authed_ctx(gw: &Gateway, headers: &HeaderMap) -> Result<Ctx, Box<HttpResponse>> {
     let mut ctx = ctx_from(headers);
     let auth = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     ctx.operator =
@@ -65,7 +67,7 @@ fn authed_ctx(gw: &Gateway, headers: &HeaderMap) -> Result<Ctx, Box<HttpResponse
 /// DNS rebinding's other half: a page on `evil.example` whose name now resolves to 127.0.0.1
 /// sends `Host: evil.example`. In zero-config local mode (no operator credentials, loopback
 /// only) the Host must be a loopback name; with operators configured, credentials guard it.
-fn host_allowed(gw: &Gateway, headers: &HeaderMap) -> bool {
+pub(super) fn host_allowed(gw: &Gateway, headers: &HeaderMap) -> bool {
     if gw.guard.operators.configured() {
         return true;
     }
@@ -77,7 +79,7 @@ fn host_allowed(gw: &Gateway, headers: &HeaderMap) -> bool {
 
 /// DNS-rebinding protection the MCP spec asks of local servers: a browser page from another
 /// origin must not drive the gateway. Requests without `Origin` (non-browser clients) pass.
-fn origin_allowed(headers: &HeaderMap) -> bool {
+pub(super) fn origin_allowed(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
         return true;
     };
@@ -110,7 +112,7 @@ fn json_response(status: StatusCode, body: &impl serde::Serialize, session: Opti
     resp
 }
 
-fn rpc_error(status: StatusCode, err: RpcError) -> HttpResponse {
+pub(super) fn rpc_error(status: StatusCode, err: RpcError) -> HttpResponse {
     json_response(status, &Response::err(Id::Null, err), None)
 }
 

@@ -17,6 +17,7 @@ pub mod hostile_upstream;
 pub mod inspector;
 pub mod jobs;
 pub mod legacy_sse;
+pub mod legacy_sse_clients;
 pub mod lint;
 pub mod mcp_clients;
 pub mod mcp_features;
