@@ -380,6 +380,9 @@ impl Jobs {
                 Some(_) => false,
                 None => !self.is_live(&job.id) && next_seq >= self.next_seq(&job.id) && self.is_terminal(&job.id),
             };
+        // Asked past the end of a log that is complete: say where it really ends, rather than
+        // echo a position the log never had.
+        let next_seq = if done && events.is_empty() { next_seq.min(self.next_seq(&job.id)) } else { next_seq };
         Ok(AttachBatch { events, next_seq, done })
     }
 

@@ -299,13 +299,12 @@ fn sse(stream: impl Stream<Item = Push> + Send + 'static) -> HttpResponse {
 async fn attach_stream(gw: Arc<Gateway>, ctx: Ctx, req: axp_protocol::Request) -> HttpResponse {
     let p = req.params.clone().unwrap_or(Value::Null);
     let prepared = (|| {
-        let job_id =
-            p.get("job_id").and_then(Value::as_str).ok_or_else(|| RpcError::invalid_params("`job_id` is required"))?;
-        let from = p.get("from_seq").and_then(Value::as_u64).unwrap_or(0);
-        let session_id = p.get("session_id").and_then(Value::as_str).map(str::to_string).or(ctx.session_id.clone());
-        let token = p.get("cap_token").and_then(Value::as_str).map(str::to_string).or(ctx.token.clone());
+        // Checked as the JSON path checks them: a streamed attach is no laxer about its params.
+        let a: axp_protocol::methods::JobAttachParams = crate::router::params(&p)?;
+        let session_id = a.session_id.or(ctx.session_id.clone());
+        let token = a.cap_token.or(ctx.token.clone());
         let s = gw.sessions.authenticate(session_id.as_deref(), token.as_deref())?;
-        Ok::<_, RpcError>((gw.jobs.get(&s.id, job_id)?, from))
+        Ok::<_, RpcError>((gw.jobs.get(&s.id, &a.job_id)?, a.from_seq))
     })();
     let (job, from) = match prepared {
         Ok(x) => x,

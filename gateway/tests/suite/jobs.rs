@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -30,6 +30,27 @@ async fn command_jobs_stream_and_replay_from_any_seq() {
     assert_eq!(st["next_seq"], events.len() as u64);
     let list = s.ok("job.list", json!({})).await;
     assert_eq!(list["jobs"][0]["job_id"], id.as_str());
+    // Past the end of the finished log: nothing, done, and where the log really ends.
+    let past = s.ok("job.attach", json!({"job_id": id, "from_seq": 99})).await;
+    assert_eq!(
+        (past["events"].clone(), past["done"].clone(), past["next_seq"].clone()),
+        (json!([]), json!(true), json!(events.len()))
+    );
+    // A streamed attach checks its params as strictly as the JSON one.
+    let (sid, token) = s.session.clone().unwrap();
+    let streamed: Value = reqwest::Client::new()
+        .post(&gw.url)
+        .header("accept", "application/json, text/event-stream")
+        .header("axp-capability", token)
+        .json(&json!({"jsonrpc": "2.0", "id": 5, "method": "job.attach", "params": {"session_id": sid, "job_id": id, "from_seq": "zero"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(streamed["error"]["code"], -32602, "{streamed}");
+    assert!(streamed["error"]["message"].as_str().unwrap().contains("from_seq"), "{streamed}");
 }
 
 #[tokio::test]
