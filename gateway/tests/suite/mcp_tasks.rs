@@ -124,10 +124,7 @@ fn a_task_survives_its_client_and_a_gateway_restart() {
     // Another client's session does not see them.
     let stranger = ts_client(&url, "new", &["get", &quick_id]);
     assert_eq!(stranger["error"]["code"], -32602, "{stranger}");
-    assert_eq!(
-        ts_client(&url, &stranger["session"].as_str().unwrap().to_string(), &["list"])["result"]["tasks"],
-        json!([])
-    );
+    assert_eq!(ts_client(&url, stranger["session"].as_str().unwrap(), &["list"])["result"]["tasks"], json!([]));
 
     // And the SDK's own task flow (create, poll, fetch) works end to end on the restarted gateway.
     let flow = ts_client(&url, &session, &["stream", "everything__get-sum", r#"{"a": 2, "b": 3}"#]);
