@@ -137,8 +137,13 @@ fn close(st: &LegacyState, conn: &Conn) {
     for job in jobs {
         gw.jobs.cancel(&job);
     }
+    close_session(gw, sid);
+}
+
+/// Closes a session that ended with its connection. Closing revokes the session's token
+/// durably (a file write): off the async workers.
+fn close_session(gw: Arc<Gateway>, sid: String) {
     tracing::debug!(session = %sid, "a legacy SSE connection ended; closing its session");
-    // Closing revokes the session's token durably (a file write): off the async workers.
     tokio::task::spawn_blocking(move || {
         if let Err(e) = gw.sessions.close(&sid) {
             tracing::debug!(session = %sid, error = %e.message, "closing a legacy SSE session");
@@ -351,7 +356,12 @@ async fn message(State(st): State<LegacyState>, uri: Uri, headers: HeaderMap, bo
         let ctx = Ctx { push: Some(push_tx), ..ctx };
         let resp = gw.handle(Incoming::Request(req), &ctx).await;
         if let Some(opened) = ctx.opened_session() {
-            conn.adopt(opened);
+            conn.adopt(opened.clone());
+            // The connection ended while this request opened its session: it was closed
+            // without that session, which nobody can use now.
+            if conn.ended.is_cancelled() {
+                close_session(gw.clone(), opened);
+            }
         }
         drop(ctx);
         // Progress first, then the answer it led to.
