@@ -2,8 +2,9 @@
 //! [`Gateway::handle`], which authenticates it, authorises it and sends it to its method. The
 //! method table is here; the methods live beside it by face: `mcp` (initialize, tools/list,
 //! tools/call and cancellation), `features` (resources, prompts, completion and logging,
-//! multiplexed over every provider), `jobs` (`job.*`), `sessions` (which session a request speaks
-//! for). Both faces share one set of checks; transports only frame bytes and never decide.
+//! multiplexed over every provider), `jobs` (`job.*`), `tasks` (MCP tasks, which are jobs),
+//! `sessions` (which session a request speaks for). Both faces share one set of checks;
+//! transports only frame bytes and never decide.
 
 mod approvals;
 mod features;
