@@ -35,7 +35,14 @@ pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
     let session: Arc<Mutex<Option<String>>> = Arc::default();
     let mine = session.clone();
     let notes_task = tokio::spawn(async move {
-        while let Ok(n) = notes.recv().await {
+        loop {
+            let n = match notes.recv().await {
+                Ok(n) => n,
+                // A client that fell behind the broadcast misses those notifications, not every
+                // later one.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            };
             if !*ready_rx.borrow() {
                 continue;
             }
