@@ -136,18 +136,9 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
         Ok(c) => c,
         Err(resp) => return *resp,
     };
-    let bytes: Bytes = match axum::body::to_bytes(body, st.max_body).await {
+    let bytes = match read_body(body, st.max_body).await {
         Ok(b) => b,
-        Err(_) => {
-            return rpc_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                RpcError::new(
-                    ErrorCode::LimitExceeded,
-                    format!("the request body is larger than {} bytes", st.max_body),
-                )
-                .with_data("limit", st.max_body),
-            );
-        }
+        Err(refused) => return *refused,
     };
     let msg = match parse_incoming(&bytes) {
         Ok(m) => m,
@@ -281,6 +272,17 @@ fn decode_param(v: &str) -> Result<String, &'static str> {
     };
     let bytes = base64::engine::general_purpose::STANDARD.decode(b64).map_err(|_| "is not valid Base64")?;
     String::from_utf8(bytes).map_err(|_| "is not UTF-8 once decoded")
+}
+
+/// A request body, whole, or the 413 to send when it is larger than `max` bytes.
+pub(super) async fn read_body(body: Body, max: usize) -> Result<Bytes, Box<HttpResponse>> {
+    axum::body::to_bytes(body, max).await.map_err(|_| {
+        Box::new(rpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            RpcError::new(ErrorCode::LimitExceeded, format!("the request body is larger than {max} bytes"))
+                .with_data("limit", max),
+        ))
+    })
 }
 
 fn sse(stream: impl Stream<Item = Push> + Send + 'static) -> HttpResponse {

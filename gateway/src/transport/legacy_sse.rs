@@ -28,7 +28,7 @@ use std::time::Duration;
 use axp_protocol::jsonrpc::{Incoming, parse_incoming};
 use axp_protocol::{ErrorCode, RpcError};
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -292,18 +292,9 @@ async fn message(State(st): State<LegacyState>, uri: Uri, headers: HeaderMap, bo
             ),
         );
     };
-    let bytes: Bytes = match axum::body::to_bytes(body, st.max_body).await {
+    let bytes = match super::http::read_body(body, st.max_body).await {
         Ok(b) => b,
-        Err(_) => {
-            return rpc_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                RpcError::new(
-                    ErrorCode::LimitExceeded,
-                    format!("the request body is larger than {} bytes", st.max_body),
-                )
-                .with_data("limit", st.max_body),
-            );
-        }
+        Err(refused) => return *refused,
     };
     // A message that is not JSON-RPC is refused on the POST itself (400, as `/mcp` and the
     // reference SDKs' servers do): the error belongs to this HTTP request, and on the stream
