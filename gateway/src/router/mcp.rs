@@ -104,7 +104,7 @@ impl Gateway {
         if p.get("requestState").is_some() {
             return self.resume_call(p, ctx).await;
         }
-        if p.get("task").is_some_and(|t| !t.is_null()) {
+        if self.wants_task(p, ctx) {
             // A task-augmented call (MCP tasks): the same job, answered at once (`tasks.rs`).
             return self.tools_call_task(p, ctx).await;
         }

@@ -165,6 +165,19 @@ fn object_arguments(v: Option<&Value>) -> Result<Map<String, Value>, RpcError> {
 }
 
 impl Gateway {
+    /// Whether a `tools/call` runs as a task: it carries `params.task`, and its client speaks
+    /// the 2025-11-25 tasks utility. The 2026-07-28 revision replaced that utility with an
+    /// extension of another shape (SEP-2663), which the gateway does not speak, and says that a
+    /// legacy `task` parameter is ignored: such a call runs as a plain call.
+    pub(super) fn wants_task(&self, p: &Value, ctx: &Ctx) -> bool {
+        p.get("task").is_some_and(|t| !t.is_null()) && !self.stateless_client(ctx)
+    }
+
+    /// Whether the request comes from a 2026-07-28 (stateless) client.
+    fn stateless_client(&self, ctx: &Ctx) -> bool {
+        ctx.session_id.clone().or_else(|| ctx.opened_session()).is_some_and(|s| self.client_asks.is_stateless(&s))
+    }
+
     /// `tools/call` with `params.task`: starts the call's job as a plain call would, and
     /// answers at once with the `CreateTaskResult`.
     pub(super) async fn tools_call_task(&self, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
@@ -247,8 +260,12 @@ impl Gateway {
         });
     }
 
-    /// `tasks/get`, `tasks/list`, `tasks/result` and `tasks/cancel`.
+    /// `tasks/get`, `tasks/list`, `tasks/result` and `tasks/cancel` (2025-11-25).
     pub(super) async fn tasks_call(&self, method: &str, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
+        if self.stateless_client(ctx) {
+            // These are the 2025-11-25 methods; a 2026-07-28 client has no tasks here (above).
+            return Err(RpcError::method_not_found(method));
+        }
         let s = self.session(p, ctx)?;
         match method {
             "tasks/get" => Ok(task_json(s.expires_ms, &self.task_of(&s, p)?)),

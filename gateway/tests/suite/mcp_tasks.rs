@@ -310,3 +310,41 @@ async fn a_task_reports_progress_and_its_end_on_the_sessions_stream() {
     );
     assert!(status["params"]["lastUpdatedAt"].is_string() && status["params"].get("_meta").is_none(), "{status}");
 }
+
+/// A 2026-07-28 request (the revision's envelope and headers) to `/mcp`: (HTTP status, body).
+async fn post_2026(url: &str, method: &str, mut params: Value, name: Option<&str>) -> (u16, Value) {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
+    });
+    let mut req = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+    if let Some(n) = name {
+        req = req.header("mcp-name", n);
+    }
+    let resp = req.send().await.unwrap();
+    (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
+}
+
+/// The 2026-07-28 revision replaced the 2025-11-25 tasks utility with an extension of another
+/// shape, and says a legacy `task` parameter is ignored: a stateless client's task-augmented
+/// call runs as a plain call, and the 2025 task methods are not there for it.
+#[tokio::test]
+async fn a_2026_client_gets_a_plain_call_and_no_2025_task_methods() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = gateway().fleet(&fleet(tmp.path())).start();
+    let url = format!("{}/mcp", gw.base);
+    let params = json!({"name": "everything__get-sum", "arguments": {"a": 4, "b": 5}, "task": {}});
+    let (status, r) = post_2026(&url, "tools/call", params, Some("everything__get-sum")).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "The sum of 4 and 5 is 9.", "{r}");
+    for m in ["tasks/get", "tasks/list", "tasks/result", "tasks/cancel"] {
+        let (status, r) = post_2026(&url, m, json!({"taskId": "j_x"}), None).await;
+        assert_eq!((status, r["error"]["code"].as_i64()), (404, Some(-32601)), "{m}: {r}");
+    }
+}
