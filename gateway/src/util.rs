@@ -1,6 +1,6 @@
 //! Small shared helpers of the gateway: the clock (`axp_protocol::now_ms`), the conversion of an
-//! internal failure into an error that logs the detail and hides it from callers, and random
-//! ids.
+//! internal failure into an error that logs the detail and hides it from callers, random ids,
+//! and RFC 3339 times.
 
 use axp_protocol::RpcError;
 
@@ -17,4 +17,28 @@ pub fn random_b64(n: usize) -> String {
     use base64::Engine;
     let bytes: Vec<u8> = (0..n).map(|_| rand::random::<u8>()).collect();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// RFC 3339 UTC time, with milliseconds, of `ms` since the epoch (`axp audit` lines, MCP task
+/// times). Hand-rolled (Howard Hinnant's civil-from-days) to avoid a date crate for two uses.
+pub fn rfc3339(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        ms % 1000
+    )
 }

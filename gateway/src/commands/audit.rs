@@ -161,7 +161,7 @@ fn human(r: &Record) -> String {
     format!(
         "#{:<6} {}  {:<17} {:<24} {:<10} {}",
         r.seq,
-        utc(r.ts_ms),
+        crate::util::rfc3339(r.ts_ms),
         r.kind.as_str(),
         r.session.as_deref().unwrap_or("-"),
         r.actor,
@@ -169,33 +169,9 @@ fn human(r: &Record) -> String {
     )
 }
 
-/// RFC 3339 UTC time from ms since the epoch. Hand-rolled (Howard Hinnant's civil-from-days)
-/// to avoid a date crate for one line of output.
-fn utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        ms % 1000
-    )
-}
-
 #[cfg(test)]
 mod tests {
-    use super::utc;
+    use crate::util::rfc3339 as utc;
 
     #[test]
     fn utc_formats_known_instants() {

@@ -115,7 +115,15 @@ pub fn not_found(method: &str) -> Refusal {
 
 /// Methods whose results a client may cache (SEP-2549).
 fn cacheable(method: &str) -> bool {
-    matches!(method, "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" | "resources/read")
+    matches!(
+        method,
+        "server/discover"
+            | "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+    )
 }
 
 /// Completes a result for a 2026-07-28 client: `resultType` (`complete` unless the result

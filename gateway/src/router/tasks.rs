@@ -119,8 +119,8 @@ fn task_json(session_expires_ms: u64, j: &JobRecord) -> Value {
     let mut t = json!({
         "taskId": j.id,
         "status": status,
-        "createdAt": rfc3339(j.created_ms),
-        "lastUpdatedAt": rfc3339(j.ended_ms.unwrap_or(j.created_ms)),
+        "createdAt": crate::util::rfc3339(j.created_ms),
+        "lastUpdatedAt": crate::util::rfc3339(j.ended_ms.unwrap_or(j.created_ms)),
         "ttl": session_expires_ms.saturating_sub(j.created_ms),
     });
     if let Some(m) = message {
@@ -381,31 +381,6 @@ impl Gateway {
     }
 }
 
-/// RFC 3339 (ISO 8601) UTC time of `ms` since the Unix epoch, with milliseconds: Howard
-/// Hinnant's civil-from-days, as `axp audit` formats its times, so that no date crate is
-/// needed for two fields.
-fn rfc3339(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        ms % 1000
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -499,8 +474,8 @@ mod tests {
 
     #[test]
     fn times_are_rfc3339() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(rfc3339(1_795_910_400_000), "2026-11-29T00:00:00.000Z");
+        assert_eq!(crate::util::rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(crate::util::rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(crate::util::rfc3339(1_795_910_400_000), "2026-11-29T00:00:00.000Z");
     }
 }
