@@ -23,6 +23,8 @@ const META_INFO: &str = "io.modelcontextprotocol/clientInfo";
 const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 /// Where a server names itself on its results.
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// Where a `subscriptions/listen` stream's notifications name their subscription.
+pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// MCP's error codes for the revision's own failures.
 pub const HEADER_MISMATCH: i64 = -32020;

@@ -35,10 +35,12 @@ pub const CAP_HEADER: &str = "axp-capability";
 struct AppState {
     gw: Arc<Gateway>,
     max_body: usize,
+    /// Open `subscriptions/listen` streams (2026-07-28), capped.
+    listens: super::listen::Listens,
 }
 
 pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
-    let state = AppState { gw: gw.clone(), max_body };
+    let state = AppState { gw: gw.clone(), max_body, listens: super::listen::Listens::default() };
     Router::new()
         .route("/axp", get(get_stream).post(post).delete(delete))
         .route("/mcp", get(get_stream).post(post).delete(delete))
@@ -103,7 +105,7 @@ fn is_loopback_authority(authority: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-fn json_response(status: StatusCode, body: &impl serde::Serialize, session: Option<String>) -> HttpResponse {
+pub(super) fn json_response(status: StatusCode, body: &impl serde::Serialize, session: Option<String>) -> HttpResponse {
     let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(body).unwrap_or_default())
         .into_response();
     if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
@@ -172,6 +174,12 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
     };
     if stateless && let Some(e) = header_mismatch(&st.gw, &headers, &req) {
         return json_response(StatusCode::BAD_REQUEST, &Response::err(req.id, e), None);
+    }
+    if stateless && req.method == "subscriptions/listen" {
+        if ctx.operator.is_none() {
+            return rpc_error(StatusCode::UNAUTHORIZED, crate::auth::operators::operator_required("listening"));
+        }
+        return super::listen::serve(st.gw.clone(), &st.listens, req);
     }
     let accepts_sse =
         headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"));
@@ -285,7 +293,7 @@ pub(super) async fn read_body(body: Body, max: usize) -> Result<Bytes, Box<HttpR
     })
 }
 
-fn sse(stream: impl Stream<Item = Push> + Send + 'static) -> HttpResponse {
+pub(super) fn sse(stream: impl Stream<Item = Push> + Send + 'static) -> HttpResponse {
     let events = stream.map(|p| {
         let mut e = Event::default().data(p.message.to_string());
         if let Some(id) = p.event_id {

@@ -243,3 +243,78 @@ async fn a_stateless_client_answers_the_servers_request_in_a_retry_of_its_call()
     assert_eq!(done["resultType"], "complete", "{done}");
     assert!(done["content"][0]["text"].as_str().unwrap().contains("four"), "{done}");
 }
+
+/// Reads SSE `data:` frames from a response as JSON, one per event.
+async fn next_frame(
+    body: &mut (impl futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin),
+    buf: &mut String,
+) -> Option<Value> {
+    use futures::StreamExt;
+    loop {
+        if let Some(end) = buf.find("\n\n") {
+            let event: String = buf.drain(..end + 2).collect();
+            if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data:")) {
+                return serde_json::from_str(data.trim()).ok();
+            }
+            continue;
+        }
+        let chunk = body.next().await?.ok()?;
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+#[tokio::test]
+async fn a_stateless_client_listens_for_the_changes_it_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let python = need(repo().join(".venv-wrong/bin/python"));
+    let server = repo().join("tests/fixtures/upgrading_server.py");
+    let fleet = tmp.path().join("fleet.json");
+    std::fs::write(&fleet, json!({"mcpServers": {"up": {"command": python, "args": [server]}}}).to_string()).unwrap();
+    let gw = gateway().fleet(&fleet).start();
+    let url = format!("{}/mcp", gw.base);
+    let listen = |id: i64, filter: Value| {
+        let url = url.clone();
+        async move {
+            reqwest::Client::new()
+                .post(&url)
+                .header("accept", "text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "subscriptions/listen")
+                .json(&json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": {
+                    "notifications": filter,
+                    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}))
+                .send()
+                .await
+                .unwrap()
+                .bytes_stream()
+        }
+    };
+    let (mut tools, mut tools_buf) = (Box::pin(listen(42, json!({"toolsListChanged": true})).await), String::new());
+    let (mut prompts, mut prompts_buf) =
+        (Box::pin(listen(43, json!({"promptsListChanged": true})).await), String::new());
+    let ack = next_frame(&mut tools, &mut tools_buf).await.unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    assert_eq!(ack["params"]["notifications"], json!({"toolsListChanged": true}));
+    assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 42);
+    let ack = next_frame(&mut prompts, &mut prompts_buf).await.unwrap();
+    assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 43);
+    // The server changes its tools after its first call and says so: the tools stream hears it.
+    let mut c = Rpc::open(&gw.url, json!({})).await;
+    c.ok("tools/call", json!({"name": "up__status", "arguments": {}})).await;
+    let change = tokio::time::timeout(Duration::from_secs(20), next_frame(&mut tools, &mut tools_buf))
+        .await
+        .expect("the tools stream heard the change")
+        .unwrap();
+    assert_eq!(change["method"], "notifications/tools/list_changed", "{change}");
+    assert_eq!(change["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 42);
+    // The prompts-only stream did not.
+    let leaked = tokio::time::timeout(Duration::from_secs(2), next_frame(&mut prompts, &mut prompts_buf)).await;
+    assert!(leaked.is_err(), "a stream filtered to prompts got {leaked:?}");
+    // A filter naming nothing the gateway honours is answered at once, and a missing one refused.
+    let mut none = Box::pin(listen(44, json!({"resourceSubscriptions": ["x://y"]})).await);
+    let mut buf = String::new();
+    let ack = next_frame(&mut none, &mut buf).await.unwrap();
+    assert_eq!(ack["params"]["notifications"], json!({}));
+    let done = next_frame(&mut none, &mut buf).await.unwrap();
+    assert_eq!((done["id"].as_i64(), done["result"]["resultType"].as_str()), (Some(44), Some("complete")), "{done}");
+}
