@@ -71,6 +71,13 @@ fn check_grant(cap: &Capability) {
         Capability::Tool(g) => {
             assert!(!g.is_empty() && g.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-*?".contains(&b)), "{g}");
         }
+        Capability::Prompt(g) => {
+            assert!(!g.is_empty() && g.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.*?".contains(&b)), "{g}");
+        }
+        Capability::Resource(g) => {
+            assert!(!g.is_empty() && !g.chars().any(|c| c.is_control() || c.is_whitespace()), "{g:?}");
+            assert!(g.contains("__") || g.starts_with('*'), "a resource glob names its provider: {g:?}");
+        }
         Capability::ProcSpawn | Capability::PtyOpen => {}
     }
 }
@@ -101,6 +108,16 @@ fn instances(cap: &Capability) -> Vec<Capability> {
         Capability::Tool(g) => {
             for fill in ["", "a", "_x-9"] {
                 out.push(Capability::Tool(g.replace('*', fill).replace('?', "q")));
+            }
+        }
+        Capability::Prompt(g) => {
+            for fill in ["", "a", "_x-9"] {
+                out.push(Capability::Prompt(g.replace('*', fill).replace('?', "q")));
+            }
+        }
+        Capability::Resource(g) => {
+            for fill in ["", "a", "p__file:///x"] {
+                out.push(Capability::Resource(g.replace('*', fill).replace('?', "q")));
             }
         }
         Capability::ProcSpawn | Capability::PtyOpen => out.push(cap.clone()),
