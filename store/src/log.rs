@@ -73,11 +73,8 @@
 //! [`LogReader::read`] decodes each line into a [`JobEvent`], for callers that look inside
 //! events. [`LogReader::read_raw`] returns each line as the JSON text it was stored as
 //! ([`RawEvent`]), checked to be the event its position says, for callers that only forward
-//! events (replaying a log to a client): decoding into [`JobEvent`] and encoding again was a
-//! third of a replay's CPU. That saving is only had by a caller that writes the text out as it
-//! is: a raw read scans each line twice (the checked fields, then `RawValue`'s validation), so
-//! parsing its text into a `serde_json::Value` afterwards costs as much as a typed read
-//! (measured with the large-output bench, 2026-12-03).
+//! events (replaying a log to a client): decoding into [`JobEvent`] (whose flattened `kind`
+//! makes serde buffer every field) and encoding again was a third of a replay's CPU.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};

