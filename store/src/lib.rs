@@ -57,7 +57,7 @@ use rusqlite::Connection;
 
 pub use error::StoreError;
 pub use jobs::{Created, JobRecord, Started};
-pub use log::{JobLog, LogReader, RawEvent};
+pub use log::{JobLog, LogReader};
 pub use sessions::SessionRecord;
 
 /// The result type of this crate.
@@ -385,12 +385,6 @@ impl Store {
     /// when `from_seq` is at or past the end. Shorthand for `log_reader(id)?.read(from, max)`.
     pub fn read_log(&self, job_id: &str, from_seq: u64, max: usize) -> Result<Vec<axp_protocol::methods::JobEvent>> {
         self.log_reader(job_id)?.read(from_seq, max)
-    }
-
-    /// [`Store::read_log`] without decoding the events: each as the JSON text it was stored as.
-    /// For readers that only forward events (a replay to a client).
-    pub fn read_log_raw(&self, job_id: &str, from_seq: u64, max: usize) -> Result<Vec<RawEvent>> {
-        self.log_reader(job_id)?.read_raw(from_seq, max)
     }
 }
 

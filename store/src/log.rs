@@ -67,14 +67,6 @@
 //! row take the store's connection for one `SELECT`. A reader of files first learns how many
 //! events exist from the index length, then reads the data: since the data line is written before
 //! its index entry, every index entry a reader can see points at bytes that are already there.
-//!
-//! # Typed and raw reads
-//!
-//! [`LogReader::read`] decodes each line into a [`JobEvent`], for callers that look inside
-//! events. [`LogReader::read_raw`] returns each line as the JSON text it was stored as
-//! ([`RawEvent`]), checked to be the event its position says, for callers that only forward
-//! events (replaying a log to a client): decoding into [`JobEvent`] (whose flattened `kind`
-//! makes serde buffer every field) and encoding again was a third of a replay's CPU.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -84,7 +76,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use axp_protocol::methods::{JobEvent, JobEventKind};
-use serde_json::value::RawValue;
 
 use crate::rowlog::{self, Db};
 use crate::sync::Syncer;
@@ -339,65 +330,6 @@ fn parse_line(line: &[u8], job_id: &str, seq: u64) -> std::result::Result<JobEve
     Ok(ev)
 }
 
-/// One stored event as the JSON text it was stored as (one line of the log, without its `\n`),
-/// for readers that forward events without looking inside them. Its `seq` and `job_id` were
-/// checked against its place in the log, as [`LogReader::read`] checks them.
-#[derive(Debug, Clone)]
-pub struct RawEvent {
-    /// The event's `seq`.
-    pub seq: u64,
-    /// Whether it is an `exit` event (a job's last).
-    pub exit: bool,
-    /// The event, a JSON object that decodes to a [`JobEvent`].
-    pub json: Box<RawValue>,
-}
-
-impl RawEvent {
-    /// The raw form of a decoded event: its encoding, as the log stores it.
-    pub fn of(event: &JobEvent) -> serde_json::Result<RawEvent> {
-        Ok(RawEvent {
-            seq: event.seq,
-            exit: matches!(event.kind, JobEventKind::Exit { .. }),
-            json: serde_json::value::to_raw_value(event)?,
-        })
-    }
-}
-
-/// Serialises as the event itself: its stored text, verbatim when written as JSON text.
-impl serde::Serialize for RawEvent {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        self.json.serialize(s)
-    }
-}
-
-/// [`parse_line`] without decoding the event: only the fields that name it are read, the rest
-/// is checked to be well-formed JSON and kept as text.
-fn parse_raw(line: &[u8], job_id: &str, seq: u64) -> std::result::Result<RawEvent, String> {
-    /// What a raw read checks. Other fields are skipped (validated, not decoded); the strings
-    /// borrow from the line unless they hold escapes.
-    #[derive(serde::Deserialize)]
-    struct Head<'a> {
-        #[serde(borrow)]
-        job_id: std::borrow::Cow<'a, str>,
-        seq: u64,
-        #[serde(borrow)]
-        kind: std::borrow::Cow<'a, str>,
-    }
-    let text = std::str::from_utf8(line).map_err(|e| format!("event {seq}: {e}"))?;
-    let head: Head<'_> = serde_json::from_str(text).map_err(|e| format!("event {seq}: {e}"))?;
-    if head.seq != seq || head.job_id != job_id {
-        return Err(format!(
-            "expected event {seq} of job `{job_id}`, found event {} of job `{}`",
-            head.seq, head.job_id
-        ));
-    }
-    let json = RawValue::from_string(text.to_owned()).map_err(|e| format!("event {seq}: {e}"))?;
-    Ok(RawEvent { seq, exit: head.kind == "exit", json })
-}
-
-/// How a read turns one line into what it returns: [`parse_line`] or [`parse_raw`].
-type Parse<T> = fn(&[u8], &str, u64) -> std::result::Result<T, String>;
-
 impl JobLog {
     pub(crate) fn from_inner(inner: Arc<LogInner>) -> Self {
         JobLog { inner }
@@ -644,15 +576,7 @@ impl JobLog {
         if inner.data_reader.get().is_none()
             && let Some(text) = rowlog::load(&inner.shared.db, &inner.job_id)?
         {
-            return parse_small(
-                &inner.job_id,
-                &inner.shared.db_path,
-                text.as_bytes(),
-                committed,
-                from_seq,
-                max,
-                parse_line,
-            );
+            return parse_small(&inner.job_id, &inner.shared.db_path, text.as_bytes(), committed, from_seq, max);
         }
         let Some(data) = inner.data_reader.get() else {
             return Err(StoreError::corrupt(
@@ -661,10 +585,8 @@ impl JobLog {
             ));
         };
         match inner.index_reader.get() {
-            Some(index) => {
-                read_events(&inner.job_id, &inner.paths, data, index, committed, u64::MAX, from_seq, max, parse_line)
-            }
-            None => read_small(&inner.job_id, &inner.paths, data, committed, from_seq, max, parse_line),
+            Some(index) => read_events(&inner.job_id, &inner.paths, data, index, committed, u64::MAX, from_seq, max),
+            None => read_small(&inner.job_id, &inner.paths, data, committed, from_seq, max),
         }
     }
 }
@@ -891,35 +813,19 @@ fn sync_pair(data: &File, index: Option<&File>, paths: &LogPaths) -> Result<()> 
 /// complete lines in the first [`SMALL_LOG_BYTES`] of the data, at most [`SMALL_LOG_EVENTS`] of
 /// them, all of which are acknowledged (see the module docs). `limit` is the writer's committed
 /// count when known, else `u64::MAX`.
-fn read_small<T>(
-    job_id: &str,
-    paths: &LogPaths,
-    data: &File,
-    limit: u64,
-    from: u64,
-    max: usize,
-    parse: Parse<T>,
-) -> Result<Vec<T>> {
+fn read_small(job_id: &str, paths: &LogPaths, data: &File, limit: u64, from: u64, max: usize) -> Result<Vec<JobEvent>> {
     if max == 0 || from >= limit.min(SMALL_LOG_EVENTS) {
         return Ok(Vec::new());
     }
     let len = file_len(data, &paths.data)?.min(SMALL_LOG_BYTES);
     let mut bytes = vec![0u8; len as usize];
     data.read_exact_at(&mut bytes, 0).map_err(|e| StoreError::io(&paths.data, e))?;
-    parse_small(job_id, &paths.data, &bytes, limit, from, max, parse)
+    parse_small(job_id, &paths.data, &bytes, limit, from, max)
 }
 
 /// Parses events `[from, min(limit, from + max))` out of the text of a small log (its first
 /// [`SMALL_LOG_BYTES`] from a file, or its row), skipping a last line still being written.
-fn parse_small<T>(
-    job_id: &str,
-    source: &Path,
-    bytes: &[u8],
-    limit: u64,
-    from: u64,
-    max: usize,
-    parse: Parse<T>,
-) -> Result<Vec<T>> {
+fn parse_small(job_id: &str, source: &Path, bytes: &[u8], limit: u64, from: u64, max: usize) -> Result<Vec<JobEvent>> {
     let limit = limit.min(SMALL_LOG_EVENTS);
     if max == 0 || from >= limit {
         return Ok(Vec::new());
@@ -933,7 +839,7 @@ fn parse_small<T>(
         if seq < from {
             continue;
         }
-        out.push(parse(body, job_id, seq).map_err(|r| StoreError::corrupt(source, r))?);
+        out.push(parse_line(body, job_id, seq).map_err(|r| StoreError::corrupt(source, r))?);
         if out.len() as u64 == want {
             break;
         }
@@ -954,7 +860,7 @@ fn count_small(paths: &LogPaths, data: &File) -> Result<u64> {
 /// data file's length as last seen; index entries pointing beyond it (an unrepaired crash) end
 /// the read early rather than failing.
 #[allow(clippy::too_many_arguments)]
-fn read_events<T>(
+fn read_events(
     job_id: &str,
     paths: &LogPaths,
     data: &File,
@@ -963,8 +869,7 @@ fn read_events<T>(
     data_len: u64,
     from: u64,
     max: usize,
-    parse: Parse<T>,
-) -> Result<Vec<T>> {
+) -> Result<Vec<JobEvent>> {
     if max == 0 || from >= committed {
         return Ok(Vec::new());
     }
@@ -1018,7 +923,7 @@ fn read_events<T>(
         let Some(body) = line.strip_suffix(b"\n") else {
             return Err(StoreError::corrupt(&paths.data, format!("event {seq} is not terminated by a newline")));
         };
-        out.push(parse(body, job_id, seq).map_err(|r| StoreError::corrupt(&paths.data, r))?);
+        out.push(parse_line(body, job_id, seq).map_err(|r| StoreError::corrupt(&paths.data, r))?);
         at = stop;
     }
     Ok(out)
@@ -1235,24 +1140,13 @@ impl LogReader {
     /// batch past [`READ_BUDGET_BYTES`] (a batch always holds at least one event if one is
     /// there). Empty when `from_seq` is at or past the end. Never sees a partial event.
     pub fn read(&mut self, from_seq: u64, max: usize) -> Result<Vec<JobEvent>> {
-        self.read_with(from_seq, max, parse_line)
-    }
-
-    /// [`LogReader::read`], each event as the JSON text it was stored as: for readers that
-    /// forward events (a replay to a client) and need not decode them. The same events in the
-    /// same batches, checked the same way; only the decoding is left out.
-    pub fn read_raw(&mut self, from_seq: u64, max: usize) -> Result<Vec<RawEvent>> {
-        self.read_with(from_seq, max, parse_raw)
-    }
-
-    fn read_with<T>(&mut self, from_seq: u64, max: usize, parse: Parse<T>) -> Result<Vec<T>> {
         if let Found::Row(text) = self.locate()? {
-            return parse_small(&self.job_id, &self.db_path, text.as_bytes(), u64::MAX, from_seq, max, parse);
+            return parse_small(&self.job_id, &self.db_path, text.as_bytes(), u64::MAX, from_seq, max);
         }
         let paths = &self.paths;
         let (Some(data), Some(index)) = (&self.data, &self.index) else {
             return match &self.data {
-                Some(data) => read_small(&self.job_id, paths, data, u64::MAX, from_seq, max, parse),
+                Some(data) => read_small(&self.job_id, paths, data, u64::MAX, from_seq, max),
                 None => Ok(Vec::new()),
             };
         };
@@ -1260,7 +1154,7 @@ impl LogReader {
         // written before it, so the data length read afterwards covers it.
         let committed = file_len(index, &paths.index)? / 8;
         let data_len = file_len(data, &paths.data)?;
-        read_events(&self.job_id, paths, data, index, committed, data_len, from_seq, max, parse)
+        read_events(&self.job_id, paths, data, index, committed, data_len, from_seq, max)
     }
 }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 use axp_protocol::methods::{JobEvent, JobEventKind, JobState};
 use axp_protocol::{ErrorCode, RpcError, ToolOutput};
 use axp_providers::{CancellationToken, EventSink, ProviderError};
-use axp_store::{JobLog, JobRecord, RawEvent, Started, Store};
+use axp_store::{JobLog, JobRecord, Started, Store};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
@@ -189,55 +189,12 @@ pub struct Jobs {
     writes: Option<Arc<crate::execution::writes::Writes>>,
 }
 
-/// What `job.attach` returns to a non-streaming client: decoded events ([`Jobs::attach`]), or
-/// each as the text the log holds ([`Jobs::attach_raw`]), which serialise alike.
+/// What `job.attach` returns to a non-streaming client.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct AttachBatch<E = JobEvent> {
-    pub events: Vec<E>,
+pub struct AttachBatch {
+    pub events: Vec<JobEvent>,
     pub next_seq: u64,
     pub done: bool,
-}
-
-/// What an attach hands out its events as: decoded ([`JobEvent`]) for callers that look inside
-/// them, or raw ([`RawEvent`]) for those that only forward them, which spares a replay decoding
-/// each stored line and encoding it again.
-trait Attached: Sized + Send + 'static {
-    fn seq(&self) -> u64;
-    fn is_exit(&self) -> bool;
-    /// An event of the job's in-memory tail.
-    fn from_recent(event: JobEvent) -> Result<Self, RpcError>;
-    /// Up to `max` events from the log, from `from` on.
-    fn from_log(store: &Store, job_id: &str, from: u64, max: usize) -> axp_store::Result<Vec<Self>>;
-}
-
-impl Attached for JobEvent {
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-    fn is_exit(&self) -> bool {
-        matches!(self.kind, JobEventKind::Exit { .. })
-    }
-    fn from_recent(event: JobEvent) -> Result<Self, RpcError> {
-        Ok(event)
-    }
-    fn from_log(store: &Store, job_id: &str, from: u64, max: usize) -> axp_store::Result<Vec<Self>> {
-        store.read_log(job_id, from, max)
-    }
-}
-
-impl Attached for RawEvent {
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-    fn is_exit(&self) -> bool {
-        self.exit
-    }
-    fn from_recent(event: JobEvent) -> Result<Self, RpcError> {
-        RawEvent::of(&event).map_err(|e| internal("encoding a job event", e))
-    }
-    fn from_log(store: &Store, job_id: &str, from: u64, max: usize) -> axp_store::Result<Vec<Self>> {
-        store.read_log_raw(job_id, from, max)
-    }
 }
 
 const MAX_ATTACH_BATCH: usize = 1000;
@@ -404,32 +361,9 @@ impl Jobs {
         wait: Duration,
         limit: usize,
     ) -> Result<AttachBatch, RpcError> {
-        self.attach_as(job, from_seq, wait, limit).await
-    }
-
-    /// [`Jobs::attach`] with each event as the JSON text its log holds, for callers that forward
-    /// events without looking inside them (a replay to a client): the same events, batches and
-    /// end, without decoding each line into a [`JobEvent`] and encoding it again.
-    pub async fn attach_raw(
-        &self,
-        job: &JobRecord,
-        from_seq: u64,
-        wait: Duration,
-        limit: usize,
-    ) -> Result<AttachBatch<RawEvent>, RpcError> {
-        self.attach_as(job, from_seq, wait, limit).await
-    }
-
-    async fn attach_as<E: Attached>(
-        &self,
-        job: &JobRecord,
-        from_seq: u64,
-        wait: Duration,
-        limit: usize,
-    ) -> Result<AttachBatch<E>, RpcError> {
         let limit = limit.clamp(1, MAX_ATTACH_BATCH);
         let handle = self.handle(&job.id);
-        let mut events: Vec<E> = self.read(handle.as_deref(), &job.id, from_seq, limit).await?;
+        let mut events = self.read(handle.as_deref(), &job.id, from_seq, limit).await?;
         if events.is_empty() && !wait.is_zero() {
             let live = lock(&self.live).get(&job.id).cloned();
             if let Some(live) = live {
@@ -439,8 +373,8 @@ impl Jobs {
                 events = self.read(handle.as_deref(), &job.id, from_seq, limit).await?;
             }
         }
-        let next_seq = events.last().map_or(from_seq, |e| e.seq() + 1);
-        let done = events.iter().any(E::is_exit)
+        let next_seq = events.last().map_or(from_seq, |e| e.seq + 1);
+        let done = events.iter().any(|e| matches!(e.kind, JobEventKind::Exit { .. }))
             || match &handle {
                 Some(l) if l.finished.load(std::sync::atomic::Ordering::SeqCst) => next_seq >= *l.next_seq.borrow(),
                 Some(_) => false,
@@ -453,19 +387,19 @@ impl Jobs {
     }
 
     /// Events from `from_seq`: from the job's in-memory tail when it holds them, else the log.
-    async fn read<E: Attached>(
+    async fn read(
         &self,
         handle: Option<&Live>,
         job_id: &str,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<E>, RpcError> {
+    ) -> Result<Vec<JobEvent>, RpcError> {
         if let Some(events) = handle.and_then(|l| l.read_recent(from_seq, limit)) {
-            return events.into_iter().map(E::from_recent).collect();
+            return Ok(events);
         }
         let store = self.store.clone();
         let id = job_id.to_string();
-        tokio::task::spawn_blocking(move || E::from_log(&store, &id, from_seq, limit))
+        tokio::task::spawn_blocking(move || store.read_log(&id, from_seq, limit))
             .await
             .map_err(|e| internal("reading a job log", e))?
             .map_err(|e| internal("reading a job log", e))
@@ -683,57 +617,5 @@ pub fn resolve_cwd(workspace: &std::path::Path, cwd: Option<&str>) -> PathBuf {
         Some(c) if std::path::Path::new(c).is_absolute() => PathBuf::from(c),
         Some(c) => workspace.join(c),
         None => workspace.to_path_buf(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Typed and raw attaches of `rec` from the same seqs give the same batch: each event the
-    /// same JSON value, the same next seq, the same end, whether written as JSON text or built
-    /// as a `Value`.
-    async fn assert_raw_is_typed(jobs: &Jobs, rec: &JobRecord, total: u64) {
-        for from in [0, 1, 40, 255, total - 1, total, total + 5] {
-            let typed = jobs.attach(rec, from, Duration::ZERO, 1000).await.unwrap();
-            let raw = jobs.attach_raw(rec, from, Duration::ZERO, 1000).await.unwrap();
-            let want = serde_json::to_value(&typed).unwrap();
-            assert_eq!(serde_json::to_value(&raw).unwrap(), want, "from {from}");
-            let text = serde_json::to_string(&raw).unwrap();
-            assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), want, "from {from}, as text");
-            assert_eq!(raw.events.iter().map(|e| e.seq).collect::<Vec<_>>(), (from..total).collect::<Vec<_>>());
-        }
-    }
-
-    #[tokio::test]
-    async fn a_raw_attach_gives_what_a_typed_attach_gives() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("state")).unwrap();
-        let jobs = Jobs::new(store.clone(), Arc::default());
-        let rec = new_record(&jobs.new_id(), "s", "command", serde_json::json!({}), JobState::Running, None);
-        let Ok(Started::New(log)) = store.start_job(&rec) else { panic!("a new job") };
-        let live = Arc::new(Live::new("s", None, false, log.clone()));
-        lock(&jobs.live).insert(rec.id.clone(), live.clone());
-        // More events than the in-memory tail holds, so attaches from early seqs read the log
-        // and later ones the tail; text that JSON must escape, and a progress event's floats.
-        for i in 0..300u64 {
-            let data = format!("line {i} \"quoted\" \\ caf\u{e9} \u{1F600}\t{}\n", "x".repeat((i % 50) as usize));
-            let kind = match i % 3 {
-                0 => JobEventKind::Stderr { data },
-                1 => JobEventKind::Progress { progress: i as f64 / 3.0, total: Some(100.0), message: Some(data) },
-                _ => JobEventKind::Stdout { data },
-            };
-            assert_eq!(append(&log, &live, &rec.id, vec![kind]), 1);
-        }
-        assert_raw_is_typed(&jobs, &rec, 300).await;
-        let exit = JobEventKind::Exit { state: JobState::Exited, code: Some(0), signal: None, error: None };
-        append(&log, &live, &rec.id, vec![exit]);
-        live.finished.store(true, std::sync::atomic::Ordering::SeqCst);
-        assert_raw_is_typed(&jobs, &rec, 301).await;
-        let raw = jobs.attach_raw(&rec, 300, Duration::ZERO, 10).await.unwrap();
-        assert!(raw.done && raw.events[0].exit, "the exit ends a raw attach too");
-        // Once the job is no longer held in memory, everything comes from the log.
-        lock(&jobs.live).remove(&rec.id);
-        assert_raw_is_typed(&jobs, &rec, 301).await;
     }
 }

@@ -346,45 +346,29 @@ async fn replay(
     let token = job.spec.get("progress_token").cloned();
     let mut seq = from;
     loop {
-        // Progress needs each event decoded; a plain replay only forwards the stored text, so
-        // it reads events raw and parses each once, into the notification's params (decoding
-        // into a `JobEvent` and encoding that again was a third of a replay's CPU). Each
-        // message is built as it is sent, so the channel's bound also bounds what is built.
-        let (next, done) = if progress_only {
-            let Ok(batch) = gw.jobs.attach(job, seq, Duration::from_secs(15), 1000).await else {
-                return seq;
-            };
-            for e in &batch.events {
-                let (JobEventKind::Progress { progress, total, message }, Some(t)) = (&e.kind, &token) else {
-                    continue;
-                };
-                let message = Notification::new(
-                    "notifications/progress",
-                    json!({"progressToken": t, "progress": progress, "total": total, "message": message}),
-                )
-                .to_value();
-                if tx.send(Push { event_id: Some(format!("{}:{}", job.id, e.seq)), message }).await.is_err() {
-                    return seq;
-                }
-            }
-            (batch.next_seq, batch.done)
-        } else {
-            let Ok(batch) = gw.jobs.attach_raw(job, seq, Duration::from_secs(15), 1000).await else {
-                return seq;
-            };
-            for e in &batch.events {
-                // What `Notification::new("job.event", params).to_value()` gives (same keys in
-                // the same order), without copying the params once more.
-                let params: Value = serde_json::from_str(e.json.get()).unwrap_or_default();
-                let message = json!({"jsonrpc": "2.0", "method": "job.event", "params": params});
-                if tx.send(Push { event_id: Some(format!("{}:{}", job.id, e.seq)), message }).await.is_err() {
-                    return seq;
-                }
-            }
-            (batch.next_seq, batch.done)
+        let Ok(batch) = gw.jobs.attach(job, seq, Duration::from_secs(15), 1000).await else {
+            return seq;
         };
-        seq = next;
-        if done {
+        for e in &batch.events {
+            let id = Some(format!("{}:{}", job.id, e.seq));
+            let message = if progress_only {
+                match (&e.kind, &token) {
+                    (JobEventKind::Progress { progress, total, message }, Some(t)) => Notification::new(
+                        "notifications/progress",
+                        json!({"progressToken": t, "progress": progress, "total": total, "message": message}),
+                    )
+                    .to_value(),
+                    _ => continue,
+                }
+            } else {
+                Notification::new("job.event", serde_json::to_value(e).unwrap_or_default()).to_value()
+            };
+            if tx.send(Push { event_id: id, message }).await.is_err() {
+                return seq;
+            }
+        }
+        seq = batch.next_seq;
+        if batch.done {
             return seq;
         }
     }
