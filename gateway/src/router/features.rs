@@ -92,6 +92,25 @@ fn lookup_error(e: &ProviderError, unknown: impl FnOnce() -> RpcError) -> RpcErr
     }
 }
 
+/// A server's error about one of its URIs, told with the URI the client used: the server's own
+/// URI means nothing to the client (and would tell it how URIs are rewritten).
+fn in_client_terms(mut e: RpcError, upstream: &str, client: &str) -> RpcError {
+    if upstream == client {
+        return e;
+    }
+    e.message = e.message.replace(upstream, client);
+    if let Some(d) = e.data.as_mut().and_then(Value::as_object_mut) {
+        for v in d.values_mut() {
+            if let Value::String(s) = v
+                && s.contains(upstream)
+            {
+                *s = s.replace(upstream, client);
+            }
+        }
+    }
+    e
+}
+
 impl Gateway {
     /// Asks every serving provider at once; the answers of those that gave one in time.
     async fn gather<T, F, Fut>(&self, what: &str, f: F) -> Vec<(Mount, T)>
@@ -206,8 +225,11 @@ impl Gateway {
         let id = m.provider.id().clone();
         self.may_read(&s, &id, &upstream)?;
         self.serving(&m)?;
-        let mut r =
-            m.provider.read_resource(&upstream).await.map_err(|e| lookup_error(&e, || unknown_resource(uri)))?;
+        let mut r = m
+            .provider
+            .read_resource(&upstream)
+            .await
+            .map_err(|e| in_client_terms(lookup_error(&e, || unknown_resource(uri)), &upstream, uri))?;
         if let Some(contents) = r.get_mut("contents").and_then(Value::as_array_mut) {
             for c in contents {
                 if let Some(u) = c.get("uri").and_then(Value::as_str).map(str::to_string) {

@@ -151,7 +151,11 @@ async fn unknown_names_forged_cursors_and_unsupported_subscriptions_get_clear_er
     // A URI of a named server that it does not have: the server's own error, passed through.
     let (code, e) = c.err("resources/read", json!({"uri": "notes://notes__nothing"})).await;
     assert_eq!(code, -32602, "{e}");
-    assert!(e["message"].as_str().unwrap().contains("Unknown resource: notes://nothing"), "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("Unknown resource: notes://notes__nothing"),
+        "told in the client's URI: {e}"
+    );
+    assert_eq!(e["data"]["uri"], "notes://notes__nothing", "{e}");
     // A prompt nobody has.
     let (code, e) = c.err("prompts/get", json!({"name": "zzz"})).await;
     assert_eq!(code, -32602, "{e}");
