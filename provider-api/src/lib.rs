@@ -312,6 +312,14 @@ pub struct ClientAsk {
     pub during: Vec<Value>,
 }
 
+tokio::task_local! {
+    /// Who a provider method serves when it is not a tool call (a prompt get, a resource read, a
+    /// completion): `{"session_id": …}`, set by the gateway around the call. A provider whose
+    /// server may ask the client something meanwhile counts the request in flight with it, as a
+    /// tool call counts with its `ToolCall::meta`, so [`ClientAsk::during`] names its session.
+    pub static REQUEST_META: Value;
+}
+
 /// Where providers send their servers' requests of the client; the gateway implements it and
 /// relays each request to the session whose call caused it.
 #[async_trait]

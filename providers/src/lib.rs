@@ -20,7 +20,7 @@ pub use axp_provider_api::process as runner;
 pub use axp_provider_api::{
     ArgvTrust, CancellationToken, ClientAsk, ClientRelay, DirectLauncher, DynProvider, EventSink, JobSink, Launcher,
     MAX_MESSAGE_BYTES, NetScope, NullSink, ProcessPolicy, ProcessSpec, Provider, ProviderError, ProviderEvent,
-    ProviderId, RelayLink, call_timeout, spawn,
+    ProviderId, REQUEST_META, RelayLink, call_timeout, spawn,
 };
 
 pub use bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOptions};

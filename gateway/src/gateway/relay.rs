@@ -205,7 +205,9 @@ impl Gateway {
             .filter_map(|job| self.jobs.store().get_job(job).ok().flatten())
             .map(|j| (j.session_id, j.id))
             .collect();
-        let sessions: BTreeSet<String> = jobs.iter().map(|(s, _)| s.clone()).collect();
+        // Requests served outside a tool call (a prompt get, a resource read) name their session.
+        let direct = ask.during.iter().filter_map(|m| m.get("session_id").and_then(Value::as_str).map(str::to_string));
+        let sessions: BTreeSet<String> = jobs.iter().map(|(s, _)| s.clone()).chain(direct).collect();
         let answer = match sessions.len() {
             0 => Err(refused(format!(
                 "no client call to `{provider}` is running, so no client is attached to answer `{}`",

@@ -92,6 +92,12 @@ fn lookup_error(e: &ProviderError, unknown: impl FnOnce() -> RpcError) -> RpcErr
     }
 }
 
+/// Runs a provider method for a session, so that the server's requests of the client made
+/// meanwhile are relayed to that session's client (`axp_providers` counts it in flight).
+async fn for_session<F: Future>(s: &Session, fut: F) -> F::Output {
+    axp_providers::REQUEST_META.scope(json!({"session_id": s.id}), fut).await
+}
+
 /// A server's error about one of its URIs, told with the URI the client used: the server's own
 /// URI means nothing to the client (and would tell it how URIs are rewritten).
 fn in_client_terms(mut e: RpcError, upstream: &str, client: &str) -> RpcError {
@@ -225,9 +231,7 @@ impl Gateway {
         let id = m.provider.id().clone();
         self.may_read(&s, &id, &upstream)?;
         self.serving(&m)?;
-        let mut r = m
-            .provider
-            .read_resource(&upstream)
+        let mut r = for_session(&s, m.provider.read_resource(&upstream))
             .await
             .map_err(|e| in_client_terms(lookup_error(&e, || unknown_resource(uri)), &upstream, uri))?;
         if let Some(contents) = r.get_mut("contents").and_then(Value::as_array_mut) {
@@ -312,7 +316,9 @@ impl Gateway {
                 unknown_prompt(name).with_data("reason", "refused by the registration lint (see the gateway log)")
             );
         }
-        m.provider.get_prompt(&own, arguments).await.map_err(|e| lookup_error(&e, || unknown_prompt(name)))
+        for_session(&s, m.provider.get_prompt(&own, arguments))
+            .await
+            .map_err(|e| lookup_error(&e, || unknown_prompt(name)))
     }
 
     /// `completion/complete`: the `ref` (a prompt or a resource template) is routed like a
@@ -345,7 +351,7 @@ impl Gateway {
             _ => return Err(RpcError::invalid_params("`ref.type` must be `ref/prompt` or `ref/resource`")),
         };
         self.serving(&m)?;
-        m.provider.complete(upstream).await.map_err(|e| provider_error_to_rpc(&e))
+        for_session(&s, m.provider.complete(upstream)).await.map_err(|e| provider_error_to_rpc(&e))
     }
 
     /// `logging/setLevel`: this session hears server logs at `level` and above from every

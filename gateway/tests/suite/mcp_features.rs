@@ -258,3 +258,15 @@ async fn without_a_capable_client_or_against_the_operator_the_server_is_refused(
         assert!(!names.contains(&hidden), "{hidden} is offered although the operator forbade it: {names:?}");
     }
 }
+
+#[tokio::test]
+async fn a_servers_request_while_a_prompt_is_got_reaches_that_client() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = gateway().fleet(&fleet(tmp.path())).start();
+    let url = format!("{}/mcp", gw.base);
+    // Not a tool call: the request is attributed through the prompt get's own session.
+    let r = tokio::task::spawn_blocking(move || features_client(&["prompt-asks", &url])).await.unwrap();
+    assert_eq!(r["asked"], json!(["Whom shall I greet?"]), "{r}");
+    let text = r["prompt"]["messages"][0]["content"]["text"].as_str().unwrap();
+    assert_eq!(text, "Hello, Ada!", "{r}");
+}

@@ -85,6 +85,9 @@ impl McpProvider {
         let conn = self.conn()?;
         let timeout = self.inner.cfg.timeout;
         let _waiting = conn.oversize.wait();
+        // Served for a session outside a tool call: its server's requests of the client belong
+        // to that session too.
+        let _inflight = axp_provider_api::REQUEST_META.try_with(|m| conn.inflight.enter(m.clone())).ok();
         // Dropping rmcp's request future on timeout sends `notifications/cancelled` upstream.
         let res = tokio::select! {
             r = tokio::time::timeout(timeout, f(conn.peer.clone())) => r,
