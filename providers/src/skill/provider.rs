@@ -432,6 +432,27 @@ impl Provider for SkillProvider {
         Some(self.shared.events.subscribe())
     }
 
+    /// Each skill is also a prompt of the same name: its `SKILL.md` procedure as a user message,
+    /// which is how an MCP client that knows prompts but not skills can hand one to its model.
+    async fn prompts(&self) -> Result<Vec<Value>, ProviderError> {
+        Ok(self
+            .shared
+            .snapshot()
+            .skills
+            .values()
+            .map(|s| json!({"name": s.name, "description": s.description, "arguments": []}))
+            .collect())
+    }
+
+    async fn get_prompt(&self, name: &str, arguments: Map<String, Value>) -> Result<Value, ProviderError> {
+        let _ = arguments;
+        let skill = self.skill(name).ok_or_else(|| ProviderError::UnknownPrompt(name.to_string()))?;
+        Ok(json!({
+            "description": skill.description,
+            "messages": [{"role": "user", "content": {"type": "text", "text": skill.instructions}}],
+        }))
+    }
+
     async fn shutdown(&self) -> Result<(), ProviderError> {
         // Dropping the watcher closes its channel, which ends the reload thread. A running
         // script's process group dies with its call's future.

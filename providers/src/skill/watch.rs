@@ -46,6 +46,8 @@ impl Shared {
         if changed {
             tracing::info!(dirs = ?self.dirs, "skills changed; tool list reloaded");
             let _ = self.events.send(ProviderEvent::ToolsChanged);
+            // Each skill is a prompt too (see the provider's `prompts`).
+            let _ = self.events.send(ProviderEvent::PromptsChanged);
         }
         changed
     }

@@ -103,6 +103,20 @@ async fn fixture_folder_lists_the_good_skills_and_names_the_bad_ones() {
 }
 
 #[tokio::test]
+async fn each_skill_is_also_a_prompt_of_its_procedure() {
+    let p = provider(&[&skills_fixture()]);
+    let prompts = p.prompts().await.unwrap();
+    let names: Vec<&str> = prompts.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(names, ["csv-summary", "py-greeter", "sh-counter"]);
+    let got = p.get_prompt("csv-summary", serde_json::Map::new()).await.unwrap();
+    let text = got["messages"][0]["content"]["text"].as_str().unwrap();
+    assert!(text.starts_with("# CSV summary"), "{got}");
+    assert!(matches!(p.get_prompt("nope", serde_json::Map::new()).await, Err(ProviderError::UnknownPrompt(_))));
+    // Skills offer no resources: an empty list, not an error.
+    assert_eq!(p.resources().await.unwrap(), Vec::<Value>::new());
+}
+
+#[tokio::test]
 async fn a_configured_skill_folder_is_one_skill() {
     let p = provider(&[&skills_fixture().join("py-greeter")]);
     assert_eq!(names(&p).await, ["py-greeter"]);
@@ -559,6 +573,8 @@ async fn changes_on_disk_reload_the_skills_and_send_tools_changed() {
     // Reading files (as a script run does) is not a change.
     std::fs::write(live.join("SKILL.md"), skill_md("live", "Back.")).unwrap();
     wait_event(&mut rx, within, is_changed).await;
+    // Each skill is a prompt too: the prompt list changed with it.
+    assert_eq!(rx.try_recv().ok(), Some(ProviderEvent::PromptsChanged));
     let (out, _) = run(&p, call("live", json!({"script": "scripts/go.sh"}))).await;
     assert!(!out.unwrap().is_error);
     tokio::time::sleep(Duration::from_millis(600)).await;
