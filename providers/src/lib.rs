@@ -1,9 +1,9 @@
 //! `axp-providers` holds the implementations of the [`Provider`] seam: `mcp` (one upstream MCP
 //! server), `cli` (declared commands), `bridge` (a command speaking a line protocol) and `skill`
 //! (Agent Skills folders). The seam itself — the trait, its plain types, the spawner thread and
-//! the process runner — lives in `axp-provider-api`, re-exported here (its `process` module as
-//! [`runner`], the name `process` being this crate's own) so that code written against
-//! `axp_providers::…` keeps working.
+//! the process runner — lives in `axp-provider-api`; its trait and types are re-exported here so
+//! that code written against `axp_providers::…` keeps working (the runner itself is reached
+//! as `axp_provider_api::process`).
 //!
 //! A provider never decides policy and never spawns a process by itself: every child process is
 //! built by the [`Launcher`] the gateway hands in, which is where the sandbox wraps it. A
@@ -15,8 +15,6 @@ pub mod mcp;
 mod process;
 pub mod skill;
 
-/// The one process runner (`axp_provider_api::process`).
-pub use axp_provider_api::process as runner;
 pub use axp_provider_api::{
     ArgvTrust, CancellationToken, ClientAsk, ClientRelay, DirectLauncher, DynProvider, EventSink, JobSink, Launcher,
     MAX_MESSAGE_BYTES, NetScope, NullSink, ProcessPolicy, ProcessSpec, Provider, ProviderError, ProviderEvent,

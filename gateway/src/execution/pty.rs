@@ -11,7 +11,7 @@
 //! dispatcher checks `pty.open`) and never runs anything outside the launcher it is given. The
 //! pair is opened with `posix_openpt` + `TIOCGPTPEER` (rustix), so no `/dev/pts` path is looked
 //! up, and both ends are close-on-exec: only the three standard descriptors reach the child.
-//! Spawning, reading, stopping and reaping are the process runner's (`axp_providers::runner`),
+//! Spawning, reading, stopping and reaping are the process runner's (`axp_provider_api::process`),
 //! with the same cancel, grace and kill semantics as every other job.
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -20,7 +20,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use axp_providers::runner::{Capture, Ended, Process, Stream};
+use axp_provider_api::process::{Capture, Ended, Process, Stream};
 use axp_providers::{CancellationToken, JobSink, Launcher, ProcessSpec};
 use rustix::pty::OpenptFlags;
 use rustix::termios::Winsize;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axp_protocol::methods::{JobEventKind, JobState};
 use axp_protocol::{ToolCall, ToolOutput};
-use axp_providers::runner::{Capture, Ended, Process, exit_event, failed_event};
+use axp_provider_api::process::{Capture, Ended, Process, exit_event, failed_event};
 use axp_providers::{CancellationToken, JobSink, Launcher, ProcessSpec, ProviderError};
 use axp_store::JobLog;
 use serde_json::{Value, json};
