@@ -105,6 +105,12 @@ async fn python_repl_on_a_terminal_interrupt_resize_and_reattach() {
     write(&mut s, &id, "import struct; fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack('HHHH', 33, 77, 0, 0)); print('SET', os.get_terminal_size())\n").await;
     until(&mut s, &id, &mut seq, &mut seen, "SET os.terminal_size(columns=77, lines=33)").await;
     assert!(!seen.contains("INJECTED"));
+    // Wait for the next prompt before typing ^D: readline puts the terminal in raw mode before
+    // it prints the prompt, and a ^D typed while it does so can be flushed away (the test hung
+    // on a loaded machine until its 300 s bound).
+    let set = "SET os.terminal_size(columns=77, lines=33)";
+    seen = seen.rsplit_once(set).map(|(_, after)| after.to_string()).unwrap_or_default();
+    until(&mut s, &id, &mut seq, &mut seen, ">>> ").await;
 
     // A new client (after a disconnect) re-attaches from a seq and gets the same events.
     let mut again = Rpc::new(&gw.url);
