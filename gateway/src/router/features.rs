@@ -191,37 +191,31 @@ impl Gateway {
 
     pub async fn resources_list(&self, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
         let s = self.session_or_default(p, ctx)?;
-        let mut items = Vec::new();
-        for (m, list) in self.gather("resources/list", |pr| async move { pr.resources().await }).await {
-            for mut r in list {
-                let Some(uri) = r.get("uri").and_then(Value::as_str).map(str::to_string) else { continue };
-                if s.caps.allows_resource(m.provider.id().as_str(), &uri)
-                    && self.admission.admit_offering(m.provider.id().as_str(), &uri, &r).is_ok()
-                {
-                    r["uri"] = json!(client_uri(&m, &uri));
-                    items.push(r);
-                }
-            }
-        }
-        page(items, p, "resources")
+        let lists = self.gather("resources/list", |pr| async move { pr.resources().await }).await;
+        page(self.offered_resources(&s, lists, "uri"), p, "resources")
     }
 
     pub async fn resource_templates_list(&self, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
         let s = self.session_or_default(p, ctx)?;
-        let mut items = Vec::new();
         let lists = self.gather("resources/templates/list", |pr| async move { pr.resource_templates().await }).await;
+        page(self.offered_resources(&s, lists, "uriTemplate"), p, "resourceTemplates")
+    }
+
+    /// The resources (or templates) of every provider's list that the session may read and the
+    /// lint admits, each with its URI (under `key`) rewritten to the one the client sees.
+    fn offered_resources(&self, s: &Session, lists: Vec<(Mount, Vec<Value>)>, key: &str) -> Vec<Value> {
+        let mut items = Vec::new();
         for (m, list) in lists {
-            for mut t in list {
-                let Some(tpl) = t.get("uriTemplate").and_then(Value::as_str).map(str::to_string) else { continue };
-                if s.caps.allows_resource(m.provider.id().as_str(), &tpl)
-                    && self.admission.admit_offering(m.provider.id().as_str(), &tpl, &t).is_ok()
-                {
-                    t["uriTemplate"] = json!(client_uri(&m, &tpl));
-                    items.push(t);
+            let id = m.provider.id().as_str();
+            for mut r in list {
+                let Some(uri) = r.get(key).and_then(Value::as_str).map(str::to_string) else { continue };
+                if s.caps.allows_resource(id, &uri) && self.admission.admit_offering(id, &uri, &r).is_ok() {
+                    r[key] = json!(client_uri(&m, &uri));
+                    items.push(r);
                 }
             }
         }
-        page(items, p, "resourceTemplates")
+        items
     }
 
     pub async fn resources_read(&self, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {

@@ -14,7 +14,7 @@ use axp_protocol::{MCP_PROTOCOL_VERSIONS, RpcError};
 use axp_store::JobRecord;
 use serde_json::{Map, Value, json};
 
-use super::{Ctx, Push, id_key};
+use super::{Ctx, Push, id_key, object_arguments};
 use crate::auth::session::{Session, denied};
 use crate::execution::jobs::outcome;
 use crate::gateway::Gateway;
@@ -113,11 +113,7 @@ impl Gateway {
             .get("name")
             .and_then(Value::as_str)
             .ok_or_else(|| RpcError::invalid_params("`name` (a string) is required"))?;
-        let mut arguments = match p.get("arguments") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(m)) => m.clone(),
-            Some(_) => return Err(RpcError::invalid_params("`arguments` must be an object")),
-        };
+        let mut arguments = object_arguments(p.get("arguments"))?;
         let s = self.session_or_default(p, ctx)?;
         let mut name = name.to_string();
         match name.as_str() {
@@ -147,13 +143,7 @@ impl Gateway {
                     .and_then(Value::as_str)
                     .ok_or_else(|| RpcError::invalid_params("`name` is required"))?
                     .to_string();
-                arguments = match arguments.get("arguments") {
-                    None | Some(Value::Null) => Map::new(),
-                    Some(Value::Object(m)) => m.clone(),
-                    Some(_) => {
-                        return Err(RpcError::invalid_params("`arguments` must be an object"));
-                    }
-                };
+                arguments = object_arguments(arguments.get("arguments"))?;
             }
             _ => {}
         }

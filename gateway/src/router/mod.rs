@@ -352,6 +352,15 @@ pub fn params<T: DeserializeOwned>(p: &Value) -> Result<T, RpcError> {
     })
 }
 
+/// A tool call's `arguments`: an object, or nothing (an empty one).
+pub(crate) fn object_arguments(v: Option<&Value>) -> Result<Map<String, Value>, RpcError> {
+    match v {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(m)) => Ok(m.clone()),
+        Some(_) => Err(RpcError::invalid_params("`arguments` must be an object")),
+    }
+}
+
 /// Like [`params`] for methods whose structs do not carry `session_id`/`cap_token`.
 fn params_without_auth<T: DeserializeOwned>(p: &Value) -> Result<T, RpcError> {
     let mut p = p.clone();

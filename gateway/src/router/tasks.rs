@@ -17,7 +17,9 @@ use axp_protocol::jsonrpc::Notification;
 use axp_protocol::methods::{JobEventKind, JobState};
 use axp_protocol::{ErrorCode, RpcError};
 use axp_store::JobRecord;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
+
+use super::object_arguments;
 
 use super::Ctx;
 use crate::auth::session::Session;
@@ -154,14 +156,6 @@ fn requested_ttl(task: &Value) -> Result<Option<u64>, RpcError> {
 
 fn not_found(id: &str) -> RpcError {
     RpcError::invalid_params(format!("Failed to retrieve task: there is no task `{id}` in this session"))
-}
-
-fn object_arguments(v: Option<&Value>) -> Result<Map<String, Value>, RpcError> {
-    match v {
-        None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(m)) => Ok(m.clone()),
-        Some(_) => Err(RpcError::invalid_params("`arguments` must be an object")),
-    }
 }
 
 impl Gateway {

@@ -66,8 +66,24 @@ fn collect(v: &Value, ptr: &str, prose: bool, in_props: bool, out: &mut Vec<Text
 
 pub(crate) fn check(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Vec<Raw>) {
     let value = serde_json::to_value(tool).unwrap_or(Value::Null);
+    let sensitive_sentences = prose(&value, out);
+    side_channels(tool, &sensitive_sentences, out);
+    shadowing(provider, tool, ctx, out);
+    dangerous(tool, out);
+}
+
+/// The prose rules alone (hidden Unicode, injection markup, instruction overrides, concealment,
+/// secret paths, exfiltration) over every string of `value`: for what an MCP server offers
+/// besides tools (a prompt, a resource), which has no schema or side channels to check.
+pub(crate) fn check_prose(value: &Value, out: &mut Vec<Raw>) {
+    prose(value, out);
+}
+
+/// Runs the Unicode and text rules over every string of `value`; returns the sensitive
+/// sentences of its top-level `description`, for the side-channel rule.
+fn prose(value: &Value, out: &mut Vec<Raw>) -> Vec<String> {
     let mut texts = Vec::new();
-    collect(&value, "", true, false, &mut texts);
+    collect(value, "", true, false, &mut texts);
     let mut sensitive_sentences: Vec<String> = Vec::new();
     for t in &texts {
         let decoded_tags = unicode(t, out);
@@ -84,29 +100,7 @@ pub(crate) fn check(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Ve
             text_rules(&t.pointer, &hidden, " (in text hidden in tag characters)", out, sens);
         }
     }
-    side_channels(tool, &sensitive_sentences, out);
-    shadowing(provider, tool, ctx, out);
-    dangerous(tool, out);
-}
-
-/// The prose rules alone (hidden Unicode, injection markup, instruction overrides, concealment,
-/// secret paths, exfiltration) over every string of `value`: for what an MCP server offers
-/// besides tools (a prompt, a resource), which has no schema or side channels to check.
-pub(crate) fn check_prose(value: &Value, out: &mut Vec<Raw>) {
-    let mut texts = Vec::new();
-    collect(value, "", true, false, &mut texts);
-    for t in &texts {
-        let decoded_tags = unicode(t, out);
-        if !t.prose {
-            continue;
-        }
-        let visible: String = t.text.chars().filter(|c| classify(*c).is_none()).collect();
-        let mut sink = Vec::new();
-        text_rules(&t.pointer, &visible, "", out, &mut sink);
-        if let Some(hidden) = decoded_tags {
-            text_rules(&t.pointer, &hidden, " (in text hidden in tag characters)", out, &mut sink);
-        }
-    }
+    sensitive_sentences
 }
 
 /// Reports hidden code points of one string; returns the ASCII decoded from tag characters.
