@@ -43,6 +43,19 @@ if [ -f lint/tests/sarif-validator/package-lock.json ]; then
   npm ci --prefix lint/tests/sarif-validator --no-audit --no-fund --loglevel=error
 fi
 
+# The web console's browser tests (tests/console/): Debian's chromium, since no browser build can
+# be downloaded here, and the locked playwright-core that drives it.
+if ! need chromium; then
+  if need apt-get; then
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  else
+    echo "install chromium for the web console's browser tests" >&2
+    exit 1
+  fi
+fi
+npm ci --prefix tests/console --no-audit --no-fund --loglevel=error
+
 if [ -x plugins/build-examples.sh ]; then
   plugins/build-examples.sh
 fi

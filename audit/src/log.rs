@@ -10,6 +10,16 @@
 //! every line written so far, so threads that arrived meanwhile find their record already
 //! durable and return without another fsync. Under contention one fsync covers many appends;
 //! alone, an append costs one `fdatasync` of the segment plus one of `HEAD.tmp` and a rename.
+//!
+//! # Appends that do not block: [`AuditLog::append_then`]
+//!
+//! An async caller cannot park a runtime thread for an fsync, and handing each append to a
+//! thread pool of its own grows that pool to one thread per record waiting whenever fsyncs are
+//! slow (each thread keeps its allocator arena, so memory grows with it). `append_then` writes
+//! the line on the caller's thread (a `write(2)` into the page cache) and queues a completion
+//! for one sync thread per log. That thread takes every completion queued, fsyncs once through
+//! the newest of them, and calls them all: the same group commit, with one thread whatever the
+//! load.
 
 use axp_protocol::now_ms;
 use std::fs::{self, File, OpenOptions};
@@ -92,6 +102,8 @@ struct Inner {
     recovery: Option<Recovery>,
     /// The background fsync thread's signal, under [`Durability::Interval`].
     flusher: Option<Arc<Flusher>>,
+    /// The completions of [`AuditLog::append_then`] waiting for an fsync.
+    syncer: Syncer,
 }
 
 /// Shared by every [`AuditLog`] clone but not by the background thread, so dropping the last
@@ -112,19 +124,47 @@ struct Flusher {
     wake: std::sync::Condvar,
 }
 
+/// A caller of [`AuditLog::append_then`] waiting for its record to be durable.
+type Completion = Box<dyn FnOnce(Result<Record, AuditError>) + Send>;
+
+/// The queue of [`AuditLog::append_then`] completions and its one sync thread's signal.
+#[derive(Default)]
+struct Syncer {
+    state: Mutex<SyncQueue>,
+    wake: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct SyncQueue {
+    waiting: Vec<(Record, Completion)>,
+    /// Whether the sync thread has been started (lazily, on the first `append_then`).
+    started: bool,
+    stop: bool,
+}
+
 impl Drop for Owner {
     fn drop(&mut self) {
         if let Some(f) = &self.inner.flusher {
             lock(&f.state).1 = true;
             f.wake.notify_all();
-            // The last handle is going away: make everything written durable now rather than
-            // leave it to a thread that is about to stop. A sync the thread is in the middle of
-            // holds the sync lock, so this waits for it and then finds its records covered.
-            let next = lock(&self.inner.writer).next_seq;
-            if next > 0 {
-                let _ = sync_inner(&self.inner, next - 1);
-            }
         }
+        // Stop the completion thread, and complete here whatever it has not taken yet, so no
+        // caller waits on a thread that is about to stop.
+        let waiting = {
+            let mut q = lock(&self.inner.syncer.state);
+            q.stop = true;
+            self.inner.syncer.wake.notify_all();
+            std::mem::take(&mut q.waiting)
+        };
+        // The last handle is going away: make everything written durable now rather than leave
+        // it to a thread that is about to stop. A sync a thread is in the middle of holds the
+        // sync lock, so this waits for it and then finds its records covered; a batch a thread
+        // has taken but not yet synced finds them covered by this one.
+        let next = lock(&self.inner.writer).next_seq;
+        if next > 0 {
+            let _ = sync_inner(&self.inner, next - 1);
+        }
+        complete(&self.inner, waiting);
     }
 }
 
@@ -344,6 +384,7 @@ impl AuditLog {
             }),
             synced: Mutex::new(SyncState { count: next_seq, head: head_file }),
             recovery: recovery.clone(),
+            syncer: Syncer::default(),
         });
         if let (Some(f), Some(interval)) = (flusher, interval) {
             let shared = inner.clone();
@@ -405,6 +446,52 @@ impl AuditLog {
         Ok(record)
     }
 
+    /// Appends one record without blocking on an fsync: the line is written on this thread,
+    /// and `done` is called once the record is as durable as [`Options::durability`] says,
+    /// with the same result [`AuditLog::append`] would have returned. Under
+    /// [`Durability::EachAppend`] `done` runs on the log's one sync thread after the fsync that
+    /// covers the record (so it must be quick: send on a channel, not do work); otherwise, and
+    /// when the line cannot be written, it runs here before this returns.
+    pub fn append_then(
+        &self,
+        kind: Kind,
+        session: Option<&str>,
+        actor: &str,
+        detail: Value,
+        done: impl FnOnce(Result<Record, AuditError>) + Send + 'static,
+    ) {
+        if self.inner.flusher.is_some() {
+            return done(self.append(kind, session, actor, detail));
+        }
+        let record = match self.write_line(kind, session, actor, &detail) {
+            Ok(r) => r,
+            Err(e) => return done(Err(e)),
+        };
+        let mut q = lock(&self.inner.syncer.state);
+        if q.stop {
+            // The last handle is being dropped on another thread; nothing will sync after it.
+            drop(q);
+            return done(self.sync_through(record.seq).map(|()| record));
+        }
+        q.waiting.push((record, Box::new(done)));
+        if !q.started {
+            q.started = true;
+            let inner = self.inner.clone();
+            let spawned =
+                std::thread::Builder::new().name("axp-audit-sync".into()).spawn(move || completion_loop(&inner));
+            if let Err(e) = spawned {
+                // Without the thread, complete inline: slower, never lost.
+                q.started = false;
+                let waiting = std::mem::take(&mut q.waiting);
+                drop(q);
+                tracing::warn!(error = %e, "audit log: cannot start the sync thread; syncing on the caller's thread");
+                complete(&self.inner, waiting);
+                return;
+            }
+        }
+        self.inner.syncer.wake.notify_one();
+    }
+
     /// Makes every record written so far durable now (fsync and `HEAD`), whatever the
     /// [`Durability`].
     pub fn sync(&self) -> Result<(), AuditError> {
@@ -464,6 +551,40 @@ impl AuditLog {
     /// Group commit: returns once record `seq` is fsynced and `HEAD` is at or past it.
     fn sync_through(&self, seq: u64) -> Result<(), AuditError> {
         sync_inner(&self.inner, seq)
+    }
+}
+
+/// The sync thread of [`AuditLog::append_then`]: takes every queued completion, fsyncs once
+/// through the newest record among them, and completes them all. It holds the shared state but
+/// not the [`Owner`] (like the flusher), so it never keeps `LOCK` held; it stops when the last
+/// handle is dropped, after that drop has completed what was queued.
+fn completion_loop(inner: &Inner) {
+    loop {
+        let waiting = {
+            let mut q = lock(&inner.syncer.state);
+            while q.waiting.is_empty() && !q.stop {
+                q = inner.syncer.wake.wait(q).unwrap_or_else(PoisonError::into_inner);
+            }
+            if q.waiting.is_empty() {
+                return;
+            }
+            std::mem::take(&mut q.waiting)
+        };
+        complete(inner, waiting);
+    }
+}
+
+/// Syncs through the newest of `waiting` (one fsync for all of them) and calls each completion.
+fn complete(inner: &Inner, waiting: Vec<(Record, Completion)>) {
+    let Some(newest) = waiting.iter().map(|(r, _)| r.seq).max() else { return };
+    match sync_inner(inner, newest) {
+        Ok(()) => waiting.into_iter().for_each(|(record, done)| done(Ok(record))),
+        Err(e) => {
+            // One error value, many callers: each gets the same reason. The log is marked broken
+            // by then, so `Broken` is also what any later append reports.
+            let why = e.to_string();
+            waiting.into_iter().for_each(|(_, done)| done(Err(AuditError::Broken(why.clone()))));
+        }
     }
 }
 

@@ -39,6 +39,22 @@ pub enum Isolation {
     PerSession,
 }
 
+/// Which MCP revision the gateway opens a server's connection with (`"protocol"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum UpstreamProtocol {
+    /// The newest the server offers: a 2026-07-28 `server/discover` probe, falling back to
+    /// `initialize`.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// Only the `initialize` handshake (2025-11-25 and the revisions before it).
+    #[serde(rename = "2025-11-25")]
+    Initialize,
+    /// Only 2026-07-28 (`server/discover`).
+    #[serde(rename = "2026-07-28")]
+    Discover,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxBlock {
@@ -73,6 +89,7 @@ struct RawServer {
     approval: Option<crate::operator_policy::Approval>,
     sampling: Option<bool>,
     elicitation: Option<bool>,
+    protocol: Option<UpstreamProtocol>,
     // Keys other MCP clients define; understood where they mean something to us.
     disabled: Option<bool>,
     timeout: Option<u64>,
@@ -174,6 +191,8 @@ pub struct ServerConfig {
     /// for input (`elicitation/create`); both `true` unless the operator set them `false`.
     pub sampling: bool,
     pub elicitation: bool,
+    /// The revision the connection is opened with (`auto` unless the operator pinned one).
+    pub protocol: UpstreamProtocol,
     pub source: PathBuf,
 }
 
@@ -611,6 +630,7 @@ fn resolve_servers(
             approval_required: s.approval == Some(crate::operator_policy::Approval::Required),
             sampling: s.sampling.unwrap_or(true),
             elicitation: s.elicitation.unwrap_or(true),
+            protocol: s.protocol.unwrap_or_default(),
             source: path.to_path_buf(),
         });
     }
@@ -954,5 +974,16 @@ mod tests {
         let text = "{\n  // VS\u{5bc}ode accepts this\n  \"server\":s {\"time\": {\"command\": \"uvx\",}";
         let e = parse(text, Path::new("mcp.json"), &env()).unwrap_err().to_string();
         assert!(e.starts_with("mcp.json:3:"), "{e}");
+    }
+
+    #[test]
+    fn protocol_pins_a_servers_revision_and_a_wrong_one_names_the_choices() {
+        let f = p(r#"{"mcpServers": {"old": {"command": "x", "protocol": "2025-11-25"}, "new": {"command": "y"}}}"#)
+            .unwrap();
+        let by = |n: &str| f.servers.iter().find(|s| s.name == n).unwrap().protocol;
+        assert_eq!(by("old"), UpstreamProtocol::Initialize);
+        assert_eq!(by("new"), UpstreamProtocol::Auto, "the default probes for the newest");
+        let err = p(r#"{"mcpServers": {"a": {"command": "x", "protocol": "2027-01-01"}}}"#).unwrap_err().to_string();
+        assert!(err.contains("2027-01-01") && err.contains("2026-07-28") && err.contains("auto"), "{err}");
     }
 }

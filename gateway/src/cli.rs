@@ -59,4 +59,11 @@ pub enum Command {
     /// Make operator credentials (bearer tokens, signing keys).
     #[command(subcommand)]
     Operator(crate::commands::operator::OperatorCommand),
+    /// Check that this host, the configuration, the state directory and each server's command
+    /// are ready for `axp serve`, and say what to fix (exit 1 when a check fails).
+    Doctor(crate::commands::doctor::DoctorArgs),
+    /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
+    Completions(crate::commands::completions::CompletionsArgs),
+    /// Print the man page (roff) to stdout (e.g. `axp man | man -l -`).
+    Man(crate::commands::completions::ManArgs),
 }

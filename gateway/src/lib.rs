@@ -35,6 +35,13 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         // `provider` builds its own small runtime around the install.
         cli::Command::Provider(cmd) => return exit(commands::provider::run(cmd)),
         cli::Command::Operator(cmd) => return exit(commands::operator::run_sync(cmd)),
+        cli::Command::Doctor(a) => return exit(commands::doctor::run(a)),
+        cli::Command::Completions(a) => {
+            return exit(commands::completions::completions(<cli::Cli as clap::CommandFactory>::command(), a));
+        }
+        cli::Command::Man(a) => {
+            return exit(commands::completions::man(<cli::Cli as clap::CommandFactory>::command(), a));
+        }
         other => other,
     };
     init_tracing(&cli.log_format);
@@ -63,7 +70,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
             Deny(a) => commands::operator::deny(a).await,
             Revoke(a) => commands::operator::revoke(a).await,
             Pending(a) => commands::operator::pending(a).await,
-            Sandbox(_) | Token(_) | Audit(_) | Operator(_) | Provider(_) => Ok(0),
+            Sandbox(_) | Token(_) | Audit(_) | Operator(_) | Provider(_) | Doctor(_) | Completions(_) | Man(_) => Ok(0),
         }
     });
     exit(result)

@@ -12,6 +12,24 @@ pub fn internal(context: &str, err: impl std::fmt::Display) -> RpcError {
     RpcError::internal(format!("the gateway failed while {context}; see the gateway log"))
 }
 
+/// A failed job-store operation as callers see it. When the database cannot be reached (a
+/// replica's PostgreSQL is down or cut off) it says so plainly, since the caller can retry
+/// shortly or go to another replica; any other failure is an [`internal`] error.
+pub fn store_error(context: &str, err: axp_store::StoreError) -> RpcError {
+    if !err.is_unavailable() {
+        return internal(context, err);
+    }
+    tracing::warn!(error = %err, "{context}: the job store is unreachable");
+    RpcError::new(
+        axp_protocol::ErrorCode::InternalError,
+        format!(
+            "the job store (the database this gateway shares with its replicas) cannot be reached while {context}: \
+             retry shortly, or on another replica"
+        ),
+    )
+    .with_data("store", "unavailable")
+}
+
 /// `n` random bytes as base64url (no padding): nonces, session ids, bearer tokens.
 pub fn random_b64(n: usize) -> String {
     use base64::Engine;

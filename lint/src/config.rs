@@ -15,7 +15,15 @@
 //!
 //! [lint.tools."everything/get-env"]          # per tool: "provider/tool", `*` and `?` globs
 //! ignore = ["AXP036"]
+//!
+//! [[lint.allow]]                             # one reviewed finding, on one tool
+//! tool = "circleci__download_usage_api_data" # index name <provider>__<tool>; globs allowed
+//! rule = "AXP033"                            # rule id or name
+//! reason = "asks for the user's message to read dates from it; reviewed"
 //! ```
+//!
+//! An allowed finding is still reported, marked with its reason, at severity `note` and in
+//! registration mode `warn`: the tool is served and `axp lint` does not fail on it.
 //!
 //! Unknown keys, rule ids, families, severities and modes are errors naming the nearest valid
 //! value; all problems are collected before failing. Precedence: tool over provider over
@@ -50,6 +58,19 @@ pub struct LintConfig {
     pub tools: BTreeMap<String, Overrides>,
     /// Lowest severity that makes [`crate::Report::exit_code`] return 1.
     pub fail_on: Severity,
+    /// Reviewed findings: one rule on one tool (or a glob of tools).
+    pub allow: Vec<Allow>,
+}
+
+/// One `[[lint.allow]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allow {
+    /// Index-name glob, `<provider>__<tool>`.
+    pub tool: String,
+    /// The rule id.
+    pub rule: &'static str,
+    /// Why the operator allows it (shown with the finding).
+    pub reason: String,
 }
 
 impl Default for LintConfig {
@@ -60,11 +81,13 @@ impl Default for LintConfig {
             providers: BTreeMap::new(),
             tools: BTreeMap::new(),
             fail_on: Severity::Error,
+            allow: Vec::new(),
         }
     }
 }
 
-const TOP_KEYS: &[&str] = &["select", "ignore", "severity", "mode", "fail_on", "providers", "tools"];
+const TOP_KEYS: &[&str] = &["select", "ignore", "severity", "mode", "fail_on", "providers", "tools", "allow"];
+const ALLOW_KEYS: &[&str] = &["tool", "rule", "reason"];
 const SCOPE_KEYS: &[&str] = &["ignore", "severity", "mode"];
 
 impl LintConfig {
@@ -99,6 +122,7 @@ impl LintConfig {
                     }
                 },
                 "ignore" | "severity" | "mode" => {}
+                "allow" => cfg.allow = allow_list(v, source, &mut errs),
                 "providers" | "tools" => {
                     let Some(tab) = v.as_table() else {
                         errs.push(format!("`lint.{k}` must be a table"));
@@ -157,14 +181,26 @@ impl LintConfig {
         !self.scopes(provider, tool).iter().any(|o| o.ignore.contains(&rule.id))
     }
 
-    /// The severity `rule` reports with for this tool.
+    /// The severity `rule` reports with for this tool (`note` when an allow entry covers it).
     pub fn severity(&self, rule: &Rule, provider: &str, tool: &str) -> Severity {
+        if self.allowed(rule, provider, tool).is_some() {
+            return Severity::Note;
+        }
         self.lookup(rule, provider, tool, |o| &o.severity).unwrap_or(rule.default_severity)
     }
 
-    /// The registration mode of `rule` for this tool.
+    /// The registration mode of `rule` for this tool (`warn` when an allow entry covers it).
     pub fn mode(&self, rule: &Rule, provider: &str, tool: &str) -> Mode {
+        if self.allowed(rule, provider, tool).is_some() {
+            return Mode::Warn;
+        }
         self.lookup(rule, provider, tool, |o| &o.mode).unwrap_or(rule.default_mode)
+    }
+
+    /// The allow entry that covers `rule` on this tool, if any.
+    pub fn allowed(&self, rule: &Rule, provider: &str, tool: &str) -> Option<&Allow> {
+        let index = crate::index_name(provider, tool);
+        self.allow.iter().find(|a| a.rule == rule.id && axp_protocol::capability::glob_matches(&a.tool, &index))
     }
 
     fn lookup<T: Copy>(
@@ -179,6 +215,102 @@ impl LintConfig {
             m.get(rule.id).or_else(|| m.get(rule.family.as_str())).copied()
         })
     }
+}
+
+/// Parses `[[lint.allow]]` entries, each error with its line when the source is known.
+fn allow_list(v: &Value, source: Option<&str>, errs: &mut Vec<String>) -> Vec<Allow> {
+    let example = "[[lint.allow]]\ntool = \"provider__tool\"\nrule = \"AXP032\"\nreason = \"...\"";
+    let Some(arr) = v.as_array() else {
+        let at = line_of(source, "allow").map(|l| format!("line {l}: ")).unwrap_or_default();
+        errs.push(format!("{at}`lint.allow` must be an array of tables, one per allowed finding:\n{example}"));
+        return Vec::new();
+    };
+    let headers = allow_headers(source);
+    let mut out = Vec::new();
+    for (i, entry) in arr.iter().enumerate() {
+        let header = headers.get(i).copied();
+        let at = |key: Option<&str>| -> String {
+            let line = match (key, header) {
+                (Some(k), Some(h)) => key_line_after(source, h, k).or(Some(h)),
+                (None, h) => h,
+                (Some(_), None) => None,
+            };
+            line.map(|l| format!("line {l}: ")).unwrap_or_default()
+        };
+        let where_ = format!("lint.allow[{i}]");
+        let Some(t) = entry.as_table() else {
+            errs.push(format!("{}`{where_}` must be a table with tool, rule and reason:\n{example}", at(None)));
+            continue;
+        };
+        for k in t.keys() {
+            if !ALLOW_KEYS.contains(&k.as_str()) {
+                errs.push(unknown_key(&at(Some(k)), "[lint.allow]", k, ALLOW_KEYS));
+            }
+        }
+        let field = |k: &str, errs: &mut Vec<String>| -> Option<String> {
+            match t.get(k) {
+                Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+                Some(_) => {
+                    errs.push(format!("{}`{where_}.{k}` must be a non-empty string", at(Some(k))));
+                    None
+                }
+                None => {
+                    errs.push(format!(
+                        "{}`{where_}` has no `{k}` (an allow entry needs tool, rule and reason)",
+                        at(None)
+                    ));
+                    None
+                }
+            }
+        };
+        let tool = field("tool", errs);
+        let rule = field("rule", errs);
+        let reason = field("reason", errs);
+        if let Some(tl) = &tool
+            && !tl.contains("__")
+            && tl != "*"
+        {
+            errs.push(format!(
+                "{}`{where_}.tool` = \"{tl}\": tools are named by index name `<provider>__<tool>` (e.g. \"github__create_issue\"; globs allowed)",
+                at(Some("tool"))
+            ));
+        }
+        let rule = rule.and_then(|r| match rules::rule(&r).or_else(|| RULES.iter().find(|x| x.name == r)) {
+            Some(x) => Some(x.id),
+            None => {
+                errs.push(format!("{}{}", at(Some("rule")), unknown_rule(&r, &format!("{where_}.rule"))));
+                None
+            }
+        });
+        if let (Some(tool), Some(rule), Some(reason)) = (tool, rule, reason) {
+            out.push(Allow { tool, rule, reason });
+        }
+    }
+    out
+}
+
+/// The 1-based lines of the `[[lint.allow]]` headers, in order.
+fn allow_headers(source: Option<&str>) -> Vec<usize> {
+    let Some(src) = source else { return Vec::new() };
+    src.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let c: String = l.chars().filter(|c| !c.is_whitespace()).collect();
+            c.starts_with("[[lint.allow]]")
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+/// The line of `key = ...` in the table that opens at line `from` (before the next header).
+fn key_line_after(source: Option<&str>, from: usize, key: &str) -> Option<usize> {
+    source?
+        .lines()
+        .enumerate()
+        .skip(from)
+        .take_while(|(_, l)| !l.trim_start().starts_with('['))
+        .find(|(_, l)| l.trim_start().strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('=')))
+        .map(|(i, _)| i + 1)
 }
 
 fn unknown_key(at: &str, table: &str, key: &str, valid: &[&'static str]) -> String {

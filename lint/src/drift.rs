@@ -186,6 +186,8 @@ fn finding(rule: &str, provider: &str, tool: &str, pointer: &str, message: Strin
         tool: tool.to_string(),
         pointer: pointer.to_string(),
         fix: None,
+        span: None,
+        allowed: None,
     }
 }
 

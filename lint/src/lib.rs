@@ -12,6 +12,7 @@ pub mod catalog;
 mod checks;
 pub mod config;
 pub mod drift;
+pub mod eval;
 pub mod fix;
 pub mod registration;
 pub mod report;
@@ -24,7 +25,7 @@ use serde_json::Value;
 pub use axp_protocol::ToolSpec;
 pub use catalog::Catalog;
 pub use checks::catalog::CatalogMemo;
-pub use config::LintConfig;
+pub use config::{Allow, LintConfig};
 pub use drift::{Lockfile, check_drift};
 pub use fix::{AppliedFix, fix_tools_json};
 pub use registration::{Verdict, lint_offering, lint_tool};
@@ -85,6 +86,19 @@ pub struct Finding {
     pub pointer: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix: Option<Fix>,
+    /// The part of the string at `pointer` the finding is about, when it is one sentence of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<Span>,
+    /// The reason of the `[[lint.allow]]` entry that covers this finding, if one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<String>,
+}
+
+/// A range of characters (Unicode scalar values, 0-based, end exclusive) in one string of a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
 }
 
 impl Finding {

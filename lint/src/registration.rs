@@ -126,7 +126,8 @@ pub fn lint_tools_in(
             };
             if config.enabled(rule, provider, &spec.name) {
                 let severity = config.severity(rule, provider, &spec.name);
-                found.push(Finding { severity, ..f });
+                let allowed = config.allowed(rule, provider, &spec.name).map(|a| a.reason.clone());
+                found.push(Finding { severity, allowed, ..f });
             }
         }
     }

@@ -61,6 +61,8 @@ pub(crate) fn to_finding(provider: &str, tool: &str, r: Raw, config: &LintConfig
         tool: tool.to_string(),
         pointer: r.pointer,
         fix: r.fix,
+        span: r.span.map(|(start, end)| crate::Span { start, end }),
+        allowed: config.allowed(rule, provider, tool).map(|a| a.reason.clone()),
     })
 }
 
@@ -75,7 +77,8 @@ impl Report {
                 continue;
             }
             let severity = config.severity(rule, &f.provider, &f.tool);
-            self.findings.push(Finding { severity, ..f });
+            let allowed = config.allowed(rule, &f.provider, &f.tool).map(|a| a.reason.clone());
+            self.findings.push(Finding { severity, allowed, ..f });
         }
     }
 
@@ -123,8 +126,9 @@ impl Report {
         let mut s = String::new();
         for f in &self.findings {
             let name = f.rule().map(|r| r.name).unwrap_or("");
+            let span = f.span.map(|sp| format!(" chars {}..{}", sp.start, sp.end)).unwrap_or_default();
             s.push_str(&format!(
-                "{}[{}] {}/{}: {}\n  --> {} ({})\n",
+                "{}[{}] {}/{}: {}\n  --> {}{span} ({})\n",
                 f.severity,
                 f.rule_id,
                 f.provider,
@@ -133,6 +137,9 @@ impl Report {
                 if f.pointer.is_empty() { "/" } else { &f.pointer },
                 name
             ));
+            if let Some(reason) = &f.allowed {
+                s.push_str(&format!("  allowed by [[lint.allow]]: {reason}\n"));
+            }
             if let Some(fix) = &f.fix {
                 s.push_str(&format!(
                     "  fix{}: {}\n",
@@ -214,6 +221,12 @@ impl Report {
                 let mut props = json!({"pointer": f.pointer, "provider": f.provider, "tool": f.tool});
                 if let Some(fix) = &f.fix {
                     props["fix"] = serde_json::to_value(fix).unwrap_or(Value::Null);
+                }
+                if let Some(reason) = &f.allowed {
+                    props["allowed"] = json!(reason);
+                }
+                if let Some(sp) = f.span {
+                    props["span"] = json!({"start": sp.start, "end": sp.end});
                 }
                 json!({
                     "ruleId": f.rule_id,

@@ -91,6 +91,10 @@ pub struct IndexEntry {
     pub signature: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unavailable: bool,
+    /// With a query: the tool's score in the hybrid ranking (higher ranks first; comparable
+    /// only within one answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -150,6 +150,9 @@ pub struct ProcessPolicy {
     /// Whose egress proxy `net` goes through: each owner has its own, with its own limits, and
     /// its attempts are audited under its name.
     pub net_scope: NetScope,
+    /// A nice value (0–19) for the whole process tree: work that must yield the CPUs to the
+    /// gateway when they are contended. `None` runs at the gateway's own priority.
+    pub nice: Option<u8>,
 }
 
 /// The owner of a process's network access (see [`ProcessPolicy::net_scope`]).
@@ -233,6 +236,13 @@ pub trait Provider: Send + Sync {
     async fn call(&self, call: ToolCall, sink: JobSink, cancel: CancellationToken)
     -> Result<ToolOutput, ProviderError>;
 
+    /// The MCP revision the provider's own connection to its server speaks (`"2026-07-28"`,
+    /// `"2025-11-25"`, …), for reports; `None` for providers that are not MCP connections or
+    /// are not connected.
+    fn revision(&self) -> Option<String> {
+        None
+    }
+
     /// Unsolicited events (tool list changes, availability).
     fn events(&self) -> Option<broadcast::Receiver<ProviderEvent>> {
         None
@@ -256,8 +266,11 @@ pub trait Provider: Send + Sync {
         Ok(Vec::new())
     }
 
-    /// `resources/read`: the raw `ReadResourceResult` (`{"contents": [...]}`).
-    async fn read_resource(&self, uri: &str) -> Result<Value, ProviderError> {
+    /// `resources/read`: the raw `ReadResourceResult` (`{"contents": [...]}`), or a server's
+    /// `input_required` round for a 2026-07-28 client to answer; `answers` are that client's
+    /// answers to the round it was given, sent back with the request.
+    async fn read_resource(&self, uri: &str, answers: Option<InputAnswers>) -> Result<Value, ProviderError> {
+        let _ = answers;
         Err(ProviderError::UnknownResource(uri.to_string()))
     }
 
@@ -273,9 +286,15 @@ pub trait Provider: Send + Sync {
         Ok(Vec::new())
     }
 
-    /// `prompts/get`: the raw `GetPromptResult` (`{"description"?, "messages": [...]}`).
-    async fn get_prompt(&self, name: &str, arguments: Map<String, Value>) -> Result<Value, ProviderError> {
-        let _ = arguments;
+    /// `prompts/get`: the raw `GetPromptResult` (`{"description"?, "messages": [...]}`), or a
+    /// server's `input_required` round, as for [`Provider::read_resource`].
+    async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        answers: Option<InputAnswers>,
+    ) -> Result<Value, ProviderError> {
+        let _ = (arguments, answers);
         Err(ProviderError::UnknownPrompt(name.to_string()))
     }
 
@@ -310,6 +329,10 @@ pub struct ClientAsk {
     /// puts the job id there): the server's request belongs to one of them, and the gateway
     /// decides whose client it may reach.
     pub during: Vec<Value>,
+    /// The server's own name for the request, when it asked in a 2026-07-28 `input_required`
+    /// result (the key its retry's `inputResponses` must use). A client that is itself asked
+    /// through such a result sees the same key where it can.
+    pub key: Option<String>,
 }
 
 tokio::task_local! {
@@ -326,6 +349,35 @@ tokio::task_local! {
 pub trait ClientRelay: Send + Sync {
     /// The client's answer (the raw MCP result), or the error to give the server.
     async fn ask(&self, provider: &ProviderId, ask: ClientAsk) -> Result<Value, RpcError>;
+
+    /// The MCP client of one call (`during`: that call's `meta`), if it has one: what it
+    /// declared it can be asked, and which revision it speaks. A provider whose server speaks
+    /// several revisions reaches it the way the client would, and tells a 2026-07-28 server
+    /// (which reads capabilities per request) what the client can answer.
+    fn client_of(&self, during: &Value) -> Option<CallerClient> {
+        let _ = during;
+        None
+    }
+}
+
+/// A 2026-07-28 client's answers to a server's `input_required` round of a prompt get or a
+/// resource read: its `inputResponses` (by the server's keys) and the server's `requestState`,
+/// both sent back to the server with the same request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InputAnswers {
+    pub responses: Map<String, Value>,
+    pub request_state: Option<String>,
+}
+
+/// What a call's MCP client said about itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallerClient {
+    /// Its declared capabilities (`{"sampling": {}, "elicitation": {"form": {}}, …}`).
+    pub capabilities: Value,
+    /// It speaks 2026-07-28 (every request stands alone); otherwise an `initialize` revision.
+    pub stateless: bool,
+    /// The session it is, which a provider may give a connection of its own.
+    pub session: String,
 }
 
 /// A [`ClientRelay`] set once, after the providers were built (the gateway that relays exists

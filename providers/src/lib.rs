@@ -16,12 +16,12 @@ mod process;
 pub mod skill;
 
 pub use axp_provider_api::{
-    ArgvTrust, CancellationToken, ClientAsk, ClientRelay, DirectLauncher, DynProvider, EventSink, JobSink, Launcher,
-    MAX_MESSAGE_BYTES, NetScope, NullSink, ProcessPolicy, ProcessSpec, Provider, ProviderError, ProviderEvent,
-    ProviderId, REQUEST_META, RelayLink, call_timeout, spawn,
+    ArgvTrust, CallerClient, CancellationToken, ClientAsk, ClientRelay, DirectLauncher, DynProvider, EventSink,
+    InputAnswers, JobSink, Launcher, MAX_MESSAGE_BYTES, NetScope, NullSink, ProcessPolicy, ProcessSpec, Provider,
+    ProviderError, ProviderEvent, ProviderId, REQUEST_META, RelayLink, call_timeout, spawn,
 };
 
 pub use bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOptions};
 pub use cli::{ArgvTemplate, CliProvider, CliToolConfig};
-pub use mcp::{McpConfig, McpProvider, McpStatus, McpTransport, RestartPolicy};
+pub use mcp::{Handshake, McpConfig, McpProvider, McpStatus, McpTransport, RestartPolicy};
 pub use skill::{SkillDirsConfig, SkillError, SkillInfo, SkillProvider};

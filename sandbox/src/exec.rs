@@ -517,6 +517,15 @@ fn target(
     set_rlimit(libc::RLIMIT_NOFILE, l.open_files, "RLIMIT_NOFILE").map_err(setup)?;
     set_rlimit(libc::RLIMIT_CPU, l.cpu_secs, "RLIMIT_CPU").map_err(setup)?;
     set_rlimit(libc::RLIMIT_CORE, Some(0), "RLIMIT_CORE").map_err(setup)?;
+    if let Some(nice) = l.nice {
+        // A lower priority, kept: `RLIMIT_NICE` 0 means no process of the tree may lower its
+        // nice value again (capabilities are dropped below), whatever the host's limits allow.
+        // SAFETY: setpriority with integer arguments, on this process.
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice as libc::c_int) } != 0 {
+            return Err(setup(format!("cannot set the nice value to {nice}: {}", errno())));
+        }
+        set_rlimit(libc::RLIMIT_NICE, Some(0), "RLIMIT_NICE").map_err(setup)?;
+    }
 
     // Close everything above stderr except the error pipe and the mounted writable grants that
     // Landlock's rules go on (all close-on-exec).

@@ -5,13 +5,13 @@
 //! (enforcement lives in `exec`). The agent never authors a `Policy`: the gateway compiles one
 //! with [`PolicyBuilder`] from capabilities it has already verified.
 //!
-//! Encoding: a small hand-written, length-prefixed binary format (magic `AXPSBX2`, then each field
+//! Encoding: a small hand-written, length-prefixed binary format (magic `AXPSBX3`, then each field
 //! in a fixed order; byte strings as `u32` length + bytes, integers as little-endian `u64`). It is
 //! hand-rolled because the enforcement path may depend on libc, landlock and seccompiler only (no
 //! serde), paths and environment values are arbitrary non-NUL bytes (not UTF-8), and a fixed field
 //! order with an explicit version makes a truncated or foreign blob fail loudly instead of being
 //! half-read. The version is part of the magic: a blob of another version (`AXPSBX1` had no
-//! hidden paths) is refused, never read with the wrong field order.
+//! hidden paths, `AXPSBX2` no nice value) is refused, never read with the wrong field order.
 //! [`Policy::to_env_value`] hex-encodes it so it can travel in one environment variable.
 
 use std::ffi::{OsStr, OsString};
@@ -35,7 +35,7 @@ pub const POLICY_ENV: &str = "AXP_SANDBOX_POLICY";
 /// can see is the policy's decision, not the `PATH`'s.
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-const MAGIC: &[u8; 8] = b"AXPSBX2\0";
+const MAGIC: &[u8; 8] = b"AXPSBX3\0";
 
 /// How the sandboxed process may reach the network.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +72,10 @@ pub struct Limits {
     pub open_files: Option<u64>,
     /// CPU seconds per process (`RLIMIT_CPU`).
     pub cpu_secs: Option<u64>,
+    /// The tree's nice value (0–19, `setpriority`): a lower CPU priority than whoever started
+    /// it, for work that must yield the CPUs when they are contended. The seccomp filter stops
+    /// the tree from changing it back. `None` keeps the parent's.
+    pub nice: Option<u64>,
 }
 
 impl Default for Limits {
@@ -84,6 +88,7 @@ impl Default for Limits {
             file_size: Some(1 << 30),
             open_files: Some(1024),
             cpu_secs: None,
+            nice: None,
         }
     }
 }
@@ -139,6 +144,8 @@ pub enum PolicyError {
     CwdNotVisible(PathBuf),
     /// The encoded policy is malformed (truncated, wrong magic, bad hex, trailing bytes).
     Decode(&'static str),
+    /// A nice value outside 0–19.
+    BadNice(u64),
 }
 
 impl fmt::Display for PolicyError {
@@ -150,6 +157,7 @@ impl fmt::Display for PolicyError {
             PolicyError::BadEnv { name } => {
                 write!(f, "invalid environment variable name {name:?}")
             }
+            PolicyError::BadNice(n) => write!(f, "nice value {n} is outside 0-19"),
             PolicyError::CwdNotVisible(p) => {
                 write!(f, "working directory `{}` is not inside the workspace or a granted path", p.display())
             }
@@ -355,6 +363,9 @@ impl PolicyBuilder {
         if let NetPolicy::Proxy { unix_socket, .. } = &self.net {
             check_path(unix_socket)?;
         }
+        if let Some(n) = self.limits.nice.filter(|n| *n > 19) {
+            return Err(PolicyError::BadNice(n));
+        }
         Ok(Policy {
             workspace,
             workspace_writable,
@@ -484,7 +495,7 @@ impl Policy {
         }
         w.path(&self.cwd);
         let l = &self.limits;
-        for v in [l.procs, l.memory, l.file_size, l.open_files, l.cpu_secs] {
+        for v in [l.procs, l.memory, l.file_size, l.open_files, l.cpu_secs, l.nice] {
             w.opt(v);
         }
         w.u64(self.tmp_size);
@@ -522,8 +533,17 @@ impl Policy {
             env.push((k, v));
         }
         let cwd = r.path()?;
-        let limits =
-            Limits { procs: r.opt()?, memory: r.opt()?, file_size: r.opt()?, open_files: r.opt()?, cpu_secs: r.opt()? };
+        let limits = Limits {
+            procs: r.opt()?,
+            memory: r.opt()?,
+            file_size: r.opt()?,
+            open_files: r.opt()?,
+            cpu_secs: r.opt()?,
+            nice: r.opt()?,
+        };
+        if limits.nice.is_some_and(|n| n > 19) {
+            return Err(PolicyError::Decode("nice out of range"));
+        }
         let tmp_size = r.u64()?;
         let net = match r.u8()? {
             0 => NetPolicy::None,

@@ -11,6 +11,10 @@
 //! maximum and how many took over 1 ms. The tail is SQLite's WAL checkpoint: every ~1,000 WAL
 //! pages, the committing statement copies the WAL into the database file and fsyncs both.
 //! This is a measurement tool, not a test: it asserts nothing about speed.
+//!
+//! With `AXP_STORE_URL=postgres://…` it measures the PostgreSQL store instead (its own state
+//! directory in a temp dir all the same); for the numbers of decision 0010 the database was
+//! the cluster `scripts/pg-cluster.sh` starts, on this machine.
 
 use std::time::{Duration, Instant};
 
@@ -22,8 +26,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let calls: usize = std::env::args().nth(1).map(|a| a.parse()).transpose()?.unwrap_or(20_000).max(1);
     let tmp = std::env::temp_dir().join(format!("axp-call-cost-{}", std::process::id()));
     let options = StoreOptions::default().exit_sync(ExitSync::Batched { interval: Duration::from_millis(100) });
-    let store = Store::open_with(&tmp, options)?;
-    println!("{calls} tool calls' jobs; state dir {}", tmp.display());
+    let store = match std::env::var("AXP_STORE_URL") {
+        Ok(url) if !url.is_empty() => Store::connect(&url, &tmp, options)?,
+        _ => Store::open_with(&tmp, options)?,
+    };
+    println!("{calls} tool calls' jobs; {:?} store, state dir {}", store.kind(), tmp.display());
     let (mut insert, mut end) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
     for i in 0..calls {
         let rec = JobRecord {

@@ -101,9 +101,85 @@ pub enum StoreError {
         path: PathBuf,
     },
 
+    /// The PostgreSQL server refused or failed an operation (wrong password, server gone,
+    /// constraint broken, …). `target` names the server and database, never the password.
+    #[error("PostgreSQL error at {target}: {}", pg_detail(source))]
+    Postgres {
+        /// `user@host:port/dbname`.
+        target: String,
+        /// The driver's error, with the server's message.
+        #[source]
+        source: postgres::Error,
+    },
+
+    /// The PostgreSQL store cannot run operations at all (its connection threads stopped).
+    #[error("the PostgreSQL store at {target} is unavailable: {reason}")]
+    Unavailable {
+        /// `user@host:port/dbname`.
+        target: String,
+        /// What happened, in a sentence.
+        reason: String,
+    },
+
+    /// A store URL that cannot be used; the message never repeats the URL (it may hold a
+    /// password).
+    #[error("invalid store URL: {reason}; hint: postgres://USER:PASSWORD@HOST:PORT/DBNAME")]
+    BadUrl {
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The PostgreSQL database was migrated by a newer AXP whose schema this build does not
+    /// know.
+    #[error(
+        "the PostgreSQL store at {target} has schema version {found}, newer than the {supported} this build knows; hint: run the newer axp on every replica, or use another database"
+    )]
+    RemoteSchemaTooNew {
+        /// `user@host:port/dbname`.
+        target: String,
+        /// The version recorded in the database.
+        found: i64,
+        /// The newest version this build can migrate to.
+        supported: i64,
+    },
+
+    /// A job's log was written by another writer than this one (two replicas appending to the
+    /// same job): nothing was appended.
+    #[error("job `{job_id}`: {reason}")]
+    Conflict {
+        /// The job whose log refused the append.
+        job_id: String,
+        /// What was found.
+        reason: String,
+    },
+
+    /// This store's backend does not keep this kind of record (the embedded store leaves
+    /// operator nonces and revocations to the gateway's own files).
+    #[error("the {backend} store does not keep {what}")]
+    Unsupported {
+        /// `"embedded"`.
+        backend: &'static str,
+        /// What was asked for.
+        what: &'static str,
+    },
+
     /// An event or record could not be encoded as JSON.
     #[error("could not encode a record as JSON: {0}")]
     Encode(#[from] serde_json::Error),
+}
+
+/// What a driver error says, with the server's own message: the driver's `Display` of an error
+/// the server sent is only "db error".
+fn pg_detail(e: &postgres::Error) -> String {
+    let Some(db) = e.as_db_error() else { return e.to_string() };
+    let mut text = format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
+    if let Some(detail) = db.detail() {
+        text.push_str(&format!("; {detail}"));
+    }
+    if let Some(hint) = db.hint() {
+        text.push_str(&format!("; hint: {hint}"));
+    }
+    text
 }
 
 impl StoreError {
@@ -113,5 +189,17 @@ impl StoreError {
 
     pub(crate) fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
         StoreError::Corrupt { path: path.into(), reason: reason.into() }
+    }
+
+    /// Whether the store could not be reached (the PostgreSQL server is down, restarting, or
+    /// cut off), rather than refusing this operation: the same operation may succeed later.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Unavailable { .. } => true,
+            // A statement's own error has severity ERROR; the server ending the session says
+            // FATAL or PANIC, and a refused or broken connection carries no server error.
+            StoreError::Postgres { source, .. } => source.as_db_error().is_none_or(|d| d.severity() != "ERROR"),
+            _ => false,
+        }
     }
 }

@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{JobLog, Result, Store, StoreError, from_sql_int, to_sql_int};
+use crate::{Embedded, JobLog, Result, StoreError, from_sql_int, to_sql_int};
 
 /// One job as the gateway started it, and its outcome once known.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,7 +38,7 @@ pub struct JobRecord {
     pub idempotency_key: Option<String>,
 }
 
-/// The outcome of [`Store::create_job`].
+/// The outcome of [`crate::Store::create_job`].
 #[derive(Debug, Clone, PartialEq)]
 #[allow(
     clippy::large_enum_variant,
@@ -52,7 +52,7 @@ pub enum Created {
     Existing(JobRecord),
 }
 
-/// What [`Store::start_job`] did.
+/// What [`crate::Store::start_job`] did.
 #[derive(Debug)]
 #[allow(
     clippy::large_enum_variant,
@@ -99,7 +99,7 @@ fn raw_job(row: &Row<'_>) -> rusqlite::Result<RawJob> {
     })
 }
 
-impl Store {
+impl Embedded {
     fn finish_job(&self, raw: RawJob) -> Result<JobRecord> {
         let bad = |what: &str, e: &dyn std::fmt::Display| {
             StoreError::corrupt(self.db_path(), format!("job `{}` has an unreadable {what}: {e}", raw.id))
@@ -128,9 +128,9 @@ impl Store {
     /// [`Store::create_job`], and for a new job its log, ready for appending. Cheaper than
     /// `create_job` then [`Store::log`]: the log of a row inserted just now is known to be empty
     /// and in the row, so nothing is read back.
-    pub fn start_job(&self, job: &JobRecord) -> Result<Started> {
+    pub(crate) fn start_job(&self, job: &JobRecord) -> Result<Started> {
         match self.create_job(job)? {
-            Created::New => Ok(Started::New(self.fresh_log(&job.id)?)),
+            Created::New => Ok(Started::New(self.fresh_log(&job.id)?.into())),
             Created::Existing(existing) => Ok(Started::Existing(existing)),
         }
     }
@@ -139,7 +139,7 @@ impl Store {
     /// has a job with `job.idempotency_key`, nothing is inserted and that job is returned as
     /// [`Created::Existing`]. Different sessions may use the same key. A duplicate job id is
     /// [`StoreError::AlreadyExists`].
-    pub fn create_job(&self, job: &JobRecord) -> Result<Created> {
+    pub(crate) fn create_job(&self, job: &JobRecord) -> Result<Created> {
         crate::log::validate_id(&job.id)?;
         let spec = serde_json::to_string(&job.spec)?;
         let error = job.error.as_ref().map(serde_json::to_string).transpose()?;
@@ -183,7 +183,7 @@ impl Store {
     }
 
     /// The job `id`; `None` if it never existed.
-    pub fn get_job(&self, id: &str) -> Result<Option<JobRecord>> {
+    pub(crate) fn get_job(&self, id: &str) -> Result<Option<JobRecord>> {
         let raw = {
             let db = self.db();
             db.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"))?
@@ -194,7 +194,7 @@ impl Store {
     }
 
     /// Every job of session `session_id`, oldest first.
-    pub fn list_jobs(&self, session_id: &str) -> Result<Vec<JobRecord>> {
+    pub(crate) fn list_jobs(&self, session_id: &str) -> Result<Vec<JobRecord>> {
         let raws = {
             let db = self.db();
             let mut stmt = db
@@ -205,7 +205,7 @@ impl Store {
     }
 
     /// Every job in `state`, across sessions, oldest first (e.g. the jobs awaiting approval).
-    pub fn jobs_in_state(&self, state: JobState) -> Result<Vec<JobRecord>> {
+    pub(crate) fn jobs_in_state(&self, state: JobState) -> Result<Vec<JobRecord>> {
         let raws = {
             let db = self.db();
             // The state is written into the statement (it is one of a few fixed words, never
@@ -224,7 +224,7 @@ impl Store {
     ///
     /// When a job ends, append its `exit` event to the log *first* and call this second: if the
     /// gateway dies in between, [`Store::mark_running_lost`] restores the outcome from the log.
-    pub fn set_job_state(
+    pub(crate) fn set_job_state(
         &self,
         id: &str,
         state: JobState,
@@ -257,7 +257,7 @@ impl Store {
     ///
     /// Jobs in `awaiting_approval` are left alone: they never started. Returns how many jobs
     /// became `lost`. Reads each affected log's last event, so call it from a blocking context.
-    pub fn mark_running_lost(&self, now_ms: u64) -> Result<usize> {
+    pub(crate) fn mark_running_lost(&self, now_ms: u64) -> Result<usize> {
         let running: Vec<String> = {
             let db = self.db();
             // Literal, so that the partial index of live jobs applies (see `jobs_in_state`).

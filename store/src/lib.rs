@@ -1,8 +1,10 @@
 //! `axp-store` owns AXP's durable state (DESIGN §8): sessions and job metadata in SQLite (WAL),
 //! and each job's event log — in its job's row while it is small (decision 0006), as an
-//! append-only file pair under the state directory once it is not. It knows nothing about
-//! tokio, HTTP, MCP, providers or policy: it stores what the gateway decided and gives it back,
-//! byte for byte, after a crash or a restart.
+//! append-only file pair under the state directory once it is not; or all of it in a
+//! PostgreSQL database that several gateways share (`pg/`, decision 0010). It knows nothing
+//! about HTTP, MCP, providers or policy, and its code nothing about tokio (the PostgreSQL
+//! driver runs a private runtime per connection, on threads of its own): it stores what the
+//! gateway decided and gives it back, byte for byte, after a crash or a restart.
 //!
 //! # Layout of a state directory
 //!
@@ -29,19 +31,26 @@
 //! [`Store`] and [`JobLog`] are `Send + Sync` and cheap to clone (an `Arc`); [`LogReader`] is
 //! `Send`, one per attached client.
 //!
+//! On PostgreSQL every call is a round trip to the server (0.1 ms and more on loopback, under
+//! load much more; decision 0010), which a connection thread makes while the caller waits:
+//! short, but a wait, so async callers that make many calls belong in `spawn_blocking` there.
+//!
 //! # The seam (DESIGN §10)
 //!
-//! There is one implementation today, so there is no `Store` trait yet. The public surface is
-//! kept deliberately narrow — records in, records out, no SQL, no file handles, no `rusqlite`
-//! type outside [`StoreError::Sqlite`] — so that a PostgreSQL implementation (several gateways sharing sessions and jobs)
-//! and a log backend on an object store or a log broker can later sit behind the same functions
-//! once they become a trait. Keep it that way: add a function rather than exposing a connection.
+//! [`Store`], [`JobLog`] and [`LogReader`] are enums over two backends (`seam.rs`): the
+//! embedded store here (`Embedded`, with `sessions.rs`, `jobs.rs`, `log.rs`) and PostgreSQL
+//! (`pg/`). The public surface is kept deliberately narrow — records in, records out, no SQL,
+//! no file handles, no driver type outside [`StoreError`] — so that a further backend (a log
+//! store on an object store or a log broker) can sit behind the same functions. Keep it that
+//! way: add a function rather than exposing a connection.
 
 mod error;
 mod jobs;
 pub mod log;
+mod pg;
 mod reserve;
 mod rowlog;
+mod seam;
 mod sessions;
 mod sync;
 
@@ -57,7 +66,9 @@ use rusqlite::Connection;
 
 pub use error::StoreError;
 pub use jobs::{Created, JobRecord, Started};
-pub use log::{JobLog, LogReader};
+pub use log::EventLines;
+pub use pg::MAX_MESSAGE_BYTES;
+pub use seam::{JobLog, Listener, LogReader, Message, Reaped, Revocations, Store, StoreKind};
 pub use sessions::SessionRecord;
 
 /// The result type of this crate.
@@ -148,11 +159,14 @@ pub struct StoreOptions {
     /// so that a gateway restarted right after its predecessor was killed does not fail while
     /// the kernel is still reaping it. Default: 2 s.
     pub lock_wait: Duration,
+    /// How many connections a PostgreSQL store keeps (one thread each); the embedded store
+    /// ignores it. Default: 8.
+    pub connections: usize,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { exit_sync: ExitSync::Inline, lock_wait: Duration::from_secs(2) }
+        StoreOptions { exit_sync: ExitSync::Inline, lock_wait: Duration::from_secs(2), connections: 8 }
     }
 }
 
@@ -168,14 +182,21 @@ impl StoreOptions {
         self.lock_wait = lock_wait;
         self
     }
+
+    /// These options with the given number of PostgreSQL connections (at least one).
+    pub fn connections(mut self, connections: usize) -> Self {
+        self.connections = connections.max(1);
+        self
+    }
 }
 
-/// The durable state of one gateway: a handle on one state directory.
+/// The embedded backend of [`Store`]: a handle on one state directory's SQLite database and
+/// log files.
 ///
 /// Cheap to clone (an `Arc` inside); all clones share one SQLite connection and one table of open
 /// job logs. Only one process may hold a state directory at a time ([`StoreError::Locked`]).
 #[derive(Clone)]
-pub struct Store {
+pub(crate) struct Embedded {
     inner: Arc<Inner>,
 }
 
@@ -199,9 +220,9 @@ struct Inner {
     lock: Arc<File>,
 }
 
-impl std::fmt::Debug for Store {
+impl std::fmt::Debug for Embedded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("dir", &self.inner.dir).finish_non_exhaustive()
+        f.debug_struct("Embedded").field("dir", &self.inner.dir).finish_non_exhaustive()
     }
 }
 
@@ -228,24 +249,14 @@ pub(crate) fn from_sql_int(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-impl Store {
-    /// Opens (creating if needed) the state directory `state_dir` with default options
-    /// ([`ExitSync::Inline`]): takes its lock, opens `axp.db` in WAL mode and migrates its
-    /// schema. Call it once per process and clone the result.
-    ///
-    /// Fails with [`StoreError::Locked`] if another live process holds the directory, and with
-    /// [`StoreError::SchemaTooNew`] if a newer AXP wrote the database.
-    pub fn open(state_dir: &Path) -> Result<Store> {
-        Store::open_with(state_dir, StoreOptions::default())
-    }
-
-    /// [`Store::open`] with explicit options.
+impl Embedded {
+    /// Opens (creating if needed) the state directory `state_dir`: see [`Store::open_with`].
     ///
     /// Durability of records: SQLite runs in WAL mode with `synchronous=NORMAL`, so a write
     /// returns without an fsync. It survives a crash of the gateway at once; it survives a power
     /// loss after the next WAL checkpoint or [`Store::sync_all`] (and, under
     /// [`ExitSync::Batched`], after the next background sync).
-    pub fn open_with(state_dir: &Path, options: StoreOptions) -> Result<Store> {
+    pub(crate) fn open_with(state_dir: &Path, options: StoreOptions) -> Result<Embedded> {
         create_private_dir(state_dir)?;
         let jobs_dir = state_dir.join("jobs");
         create_private_dir(&jobs_dir)?;
@@ -290,7 +301,7 @@ impl Store {
             ExitSync::Batched { interval } => Some(Arc::new(sync::Syncer::start(state_dir, interval)?)),
         };
 
-        Ok(Store {
+        Ok(Embedded {
             inner: Arc::new(Inner {
                 dir: state_dir.to_path_buf(),
                 db_path: Arc::new(db_path),
@@ -305,7 +316,7 @@ impl Store {
     }
 
     /// The state directory this store owns.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.inner.dir
     }
 
@@ -317,33 +328,24 @@ impl Store {
         &self.inner.db_path
     }
 
-    /// A fresh id for a new job: `j_` and the 32 hex digits of a UUIDv7 (a millisecond
-    /// timestamp, then 74 random bits). Time-ordered rather than wholly random (v4) so a new
-    /// job's primary-key entry lands at the right edge of the index, the page the previous insert
-    /// dirtied, instead of on a random leaf; 74 random bits still make ids unguessable, and a
-    /// job is only reachable from its own session anyway.
-    pub fn new_job_id(&self) -> String {
-        format!("j_{}", uuid::Uuid::now_v7().simple())
-    }
-
     /// Opens the log of job `job_id` for appending, creating it if it does not exist and
     /// repairing a torn tail left by a crash (see [`log`] for what survives what). Every call
     /// for the same job while a previous [`JobLog`] is still alive returns the same writer, so a
     /// log never has two writers in one process (and the state-directory lock rules out two
     /// processes).
-    pub fn log(&self, job_id: &str) -> Result<JobLog> {
-        self.log_with(job_id, JobLog::open)
+    pub(crate) fn log(&self, job_id: &str) -> Result<log::JobLog> {
+        self.log_with(job_id, log::JobLog::open)
     }
 
     /// [`Store::log`] for a job [`Store::start_job`] has just inserted.
-    pub(crate) fn fresh_log(&self, job_id: &str) -> Result<JobLog> {
-        self.log_with(job_id, JobLog::fresh)
+    pub(crate) fn fresh_log(&self, job_id: &str) -> Result<log::JobLog> {
+        self.log_with(job_id, log::JobLog::fresh)
     }
 
-    fn log_with(&self, job_id: &str, open: fn(&Path, &str, log::Shared) -> Result<JobLog>) -> Result<JobLog> {
+    fn log_with(&self, job_id: &str, open: fn(&Path, &str, log::Shared) -> Result<log::JobLog>) -> Result<log::JobLog> {
         let mut logs = lock(&self.inner.logs);
         if let Some(live) = logs.get(job_id).and_then(Weak::upgrade) {
-            return Ok(JobLog::from_inner(live));
+            return Ok(log::JobLog::from_inner(live));
         }
         let opened = open(
             &self.inner.jobs_dir,
@@ -366,7 +368,7 @@ impl Store {
     /// Flushes everything written so far — every job log and the database — to stable storage
     /// with one `syncfs(2)` of the state directory's filesystem. Call it on graceful shutdown.
     /// Under [`ExitSync::Batched`] it also reports a failure of an earlier background sync.
-    pub fn sync_all(&self) -> Result<()> {
+    pub(crate) fn sync_all(&self) -> Result<()> {
         match &self.inner.syncer {
             Some(syncer) => syncer.sync_now(),
             None => rustix::fs::syncfs(&self.inner.dir_fd).map_err(|e| StoreError::io(&self.inner.dir, e.into())),
@@ -376,15 +378,8 @@ impl Store {
     /// A read-only handle on a job's log that opens the files itself, for readers in other
     /// threads or tasks than the writer (an attaching client). It sees every event whose
     /// [`JobLog::append`] has returned. A job with no log yet reads as empty.
-    pub fn log_reader(&self, job_id: &str) -> Result<LogReader> {
-        LogReader::open(&self.inner.jobs_dir, job_id, &self.inner.db, self.inner.db_path.clone())
-    }
-
-    /// Up to `max` events of job `job_id` from `from_seq` on (fewer at the end of the log, or
-    /// when a read would exceed the per-call byte budget; at least one if any is there). Empty
-    /// when `from_seq` is at or past the end. Shorthand for `log_reader(id)?.read(from, max)`.
-    pub fn read_log(&self, job_id: &str, from_seq: u64, max: usize) -> Result<Vec<axp_protocol::methods::JobEvent>> {
-        self.log_reader(job_id)?.read(from_seq, max)
+    pub(crate) fn log_reader(&self, job_id: &str) -> Result<log::LogReader> {
+        log::LogReader::open(&self.inner.jobs_dir, job_id, &self.inner.db, self.inner.db_path.clone())
     }
 }
 

@@ -856,12 +856,11 @@ fn count_small(paths: &LogPaths, data: &File) -> Result<u64> {
     Ok(lines.min(SMALL_LOG_EVENTS))
 }
 
-/// Reads events `[from, min(committed, from + max))`, within the byte budget. `data_len` is the
-/// data file's length as last seen; index entries pointing beyond it (an unrepaired crash) end
-/// the read early rather than failing.
-#[allow(clippy::too_many_arguments)]
-fn read_events(
-    job_id: &str,
+/// Reads the lines of events `[from, min(committed, from + max))`, within the byte budget, as
+/// they are stored: the bytes and each line's end in them (each line ends in its newline).
+/// `data_len` is the data file's length as last seen; index entries pointing beyond it (an
+/// unrepaired crash) end the read early rather than failing. `None` when there is nothing to read.
+fn read_span(
     paths: &LogPaths,
     data: &File,
     index: &File,
@@ -869,9 +868,9 @@ fn read_events(
     data_len: u64,
     from: u64,
     max: usize,
-) -> Result<Vec<JobEvent>> {
+) -> Result<Option<(Vec<u8>, Vec<usize>)>> {
     if max == 0 || from >= committed {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let want = (committed - from).min(max.min(READ_MAX_EVENTS) as u64);
     // Entry `from - 1` gives the start of the first event.
@@ -909,21 +908,43 @@ fn read_events(
         prev = end;
     }
     let Some(&last) = ends.last() else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
 
     let mut bytes = vec![0u8; (last - start) as usize];
     data.read_exact_at(&mut bytes, start).map_err(|e| StoreError::io(&paths.data, e))?;
+    let ends: Vec<usize> = ends.into_iter().map(|end| (end - start) as usize).collect();
+    let mut at = 0usize;
+    for (i, &stop) in ends.iter().enumerate() {
+        if bytes[..stop].last() != Some(&b'\n') || stop <= at {
+            let seq = from + i as u64;
+            return Err(StoreError::corrupt(&paths.data, format!("event {seq} is not terminated by a newline")));
+        }
+        at = stop;
+    }
+    Ok(Some((bytes, ends)))
+}
+
+/// Reads events `[from, min(committed, from + max))` (see [`read_span`]), decoded.
+#[allow(clippy::too_many_arguments)]
+fn read_events(
+    job_id: &str,
+    paths: &LogPaths,
+    data: &File,
+    index: &File,
+    committed: u64,
+    data_len: u64,
+    from: u64,
+    max: usize,
+) -> Result<Vec<JobEvent>> {
+    let Some((bytes, ends)) = read_span(paths, data, index, committed, data_len, from, max)? else {
+        return Ok(Vec::new());
+    };
     let mut out = Vec::with_capacity(ends.len());
     let mut at = 0usize;
-    for (i, end) in ends.into_iter().enumerate() {
-        let stop = (end - start) as usize;
-        let seq = from + i as u64;
-        let line = &bytes[at..stop];
-        let Some(body) = line.strip_suffix(b"\n") else {
-            return Err(StoreError::corrupt(&paths.data, format!("event {seq} is not terminated by a newline")));
-        };
-        out.push(parse_line(body, job_id, seq).map_err(|r| StoreError::corrupt(&paths.data, r))?);
+    for (i, stop) in ends.into_iter().enumerate() {
+        let body = &bytes[at..stop - 1];
+        out.push(parse_line(body, job_id, from + i as u64).map_err(|r| StoreError::corrupt(&paths.data, r))?);
         at = stop;
     }
     Ok(out)
@@ -1071,6 +1092,94 @@ impl std::fmt::Debug for LogReader {
     }
 }
 
+/// Events as the log stores them, one line of JSON each (a serialized [`JobEvent`]), for a
+/// reader that passes them on without decoding them: replaying a large log is then a copy,
+/// not a parse and a re-encode of every event. Each line's job and seq are checked when it is
+/// read (the same check a decoded read makes); the rest of the line is trusted as the log's
+/// own writing, which recovery keeps whole.
+#[derive(Debug, Default)]
+pub struct EventLines {
+    first_seq: u64,
+    /// The lines back to back, each with its newline.
+    text: String,
+    /// Where each line ends in `text` (after its newline).
+    ends: Vec<usize>,
+}
+
+impl EventLines {
+    /// The lines of `events` (a dense run), encoded as the log stores them.
+    pub fn encode(events: &[JobEvent]) -> Result<EventLines> {
+        let mut text = Vec::new();
+        let mut ends = Vec::with_capacity(events.len());
+        let mut line = Vec::new();
+        for e in events {
+            encode(e, &mut line).map_err(|e| StoreError::Encode(serde_json::Error::io(e)))?;
+            text.extend_from_slice(&line);
+            ends.push(text.len());
+        }
+        // serde_json writes UTF-8; this never fails.
+        let text =
+            String::from_utf8(text).map_err(|e| StoreError::Encode(serde_json::Error::io(std::io::Error::other(e))))?;
+        Ok(EventLines { first_seq: events.first().map_or(0, |e| e.seq), text, ends })
+    }
+
+    /// How many events.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The seq after the last event, if there is one.
+    pub fn next_seq(&self) -> Option<u64> {
+        (!self.is_empty()).then(|| self.first_seq + self.ends.len() as u64)
+    }
+
+    /// Each event's seq and its JSON (without the newline), in order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &str)> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .enumerate()
+            .map(|(i, (a, b))| (self.first_seq + i as u64, &self.text[a..b - 1]))
+    }
+
+    /// The last event, decoded.
+    pub fn last(&self) -> Option<JobEvent> {
+        let (_, line) = self.iter().last()?;
+        serde_json::from_str(line).ok()
+    }
+}
+
+/// Checks that each of `ends`' lines in `bytes` is event `from + i` of `job_id` by the prefix
+/// every stored line starts with (`{"job_id":"…","seq":N,`), without decoding the rest.
+fn check_lines(bytes: &[u8], ends: &[usize], job_id: &str, from: u64, source: &Path) -> Result<()> {
+    let head = format!("{{\"job_id\":{},\"seq\":", serde_json::Value::from(job_id));
+    let mut at = 0;
+    let mut digits = String::new();
+    for (i, &end) in ends.iter().enumerate() {
+        let seq = from + i as u64;
+        digits.clear();
+        {
+            use std::fmt::Write;
+            let _ = write!(digits, "{seq},");
+        }
+        let line = &bytes[at..end];
+        let ok = line.strip_prefix(head.as_bytes()).is_some_and(|rest| rest.starts_with(digits.as_bytes()));
+        if !ok {
+            // Decode it to say what it is instead.
+            let body = line.strip_suffix(b"\n").unwrap_or(line);
+            parse_line(body, job_id, seq).map_err(|r| StoreError::corrupt(source, r))?;
+            return Err(StoreError::corrupt(source, format!("event {seq} does not start as the log writes events")));
+        }
+        at = end;
+    }
+    Ok(())
+}
+
 /// What [`LogReader::locate`] found.
 enum Found {
     /// The log lives in the job's row; here is its text.
@@ -1155,6 +1264,28 @@ impl LogReader {
         let committed = file_len(index, &paths.index)? / 8;
         let data_len = file_len(data, &paths.data)?;
         read_events(&self.job_id, paths, data, index, committed, data_len, from_seq, max)
+    }
+}
+
+impl LogReader {
+    /// [`LogReader::read`], as the stored lines rather than decoded events (see [`EventLines`]).
+    /// A log still in its row or a small file is decoded and encoded again: it is small.
+    pub fn read_lines(&mut self, from_seq: u64, max: usize) -> Result<EventLines> {
+        let found = self.locate()?;
+        let paths = &self.paths;
+        let (Found::Files, Some(data), Some(index)) = (found, &self.data, &self.index) else {
+            return EventLines::encode(&self.read(from_seq, max)?);
+        };
+        let committed = file_len(index, &paths.index)? / 8;
+        let data_len = file_len(data, &paths.data)?;
+        let Some((bytes, ends)) = read_span(paths, data, index, committed, data_len, from_seq, max)? else {
+            return Ok(EventLines::default());
+        };
+        check_lines(&bytes, &ends, &self.job_id, from_seq, &paths.data)?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            StoreError::corrupt(&paths.data, format!("the log is not UTF-8 near byte {}", e.utf8_error().valid_up_to()))
+        })?;
+        Ok(EventLines { first_seq: from_seq, text, ends })
     }
 }
 

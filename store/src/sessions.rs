@@ -5,7 +5,7 @@
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
-use crate::{Result, Store, StoreError, from_sql_int, to_sql_int};
+use crate::{Embedded, Result, StoreError, from_sql_int, to_sql_int};
 
 /// One session as the gateway granted it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,7 +57,7 @@ fn raw_session(row: &Row<'_>) -> rusqlite::Result<RawSession> {
     })
 }
 
-impl Store {
+impl Embedded {
     fn finish_session(&self, raw: RawSession) -> Result<SessionRecord> {
         let mut record = raw.record;
         record.capabilities = serde_json::from_str(&raw.capabilities_json).map_err(|e| {
@@ -67,7 +67,7 @@ impl Store {
     }
 
     /// Inserts `session`, or replaces every field of the session with the same id.
-    pub fn put_session(&self, session: &SessionRecord) -> Result<()> {
+    pub(crate) fn put_session(&self, session: &SessionRecord) -> Result<()> {
         let caps = serde_json::to_string(&session.capabilities)?;
         let db = self.db();
         let mut stmt = db.prepare_cached(
@@ -94,7 +94,7 @@ impl Store {
     }
 
     /// The session `id`, closed or not; `None` if it never existed.
-    pub fn get_session(&self, id: &str) -> Result<Option<SessionRecord>> {
+    pub(crate) fn get_session(&self, id: &str) -> Result<Option<SessionRecord>> {
         let raw = {
             let db = self.db();
             let mut stmt = db.prepare_cached(&format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"))?;
@@ -104,7 +104,7 @@ impl Store {
     }
 
     /// Marks session `id` closed (idempotent). [`StoreError::NotFound`] if it never existed.
-    pub fn close_session(&self, id: &str) -> Result<()> {
+    pub(crate) fn close_session(&self, id: &str) -> Result<()> {
         let db = self.db();
         let n = db.prepare_cached("UPDATE sessions SET closed = 1 WHERE id = ?1")?.execute([id])?;
         if n == 0 {
@@ -114,7 +114,7 @@ impl Store {
     }
 
     /// Every session (open and closed), oldest first.
-    pub fn list_sessions(&self) -> Result<Vec<SessionRecord>> {
+    pub(crate) fn list_sessions(&self) -> Result<Vec<SessionRecord>> {
         let raws = {
             let db = self.db();
             let mut stmt = db.prepare_cached(&format!("SELECT {COLUMNS} FROM sessions ORDER BY created_ms, id"))?;
@@ -125,7 +125,7 @@ impl Store {
 
     /// Closes every open session whose `expires_ms` is at or before `now_ms`; returns how many.
     /// Records are kept (closed), so a client asking about an expired session can be told so.
-    pub fn expire_sessions(&self, now_ms: u64) -> Result<usize> {
+    pub(crate) fn expire_sessions(&self, now_ms: u64) -> Result<usize> {
         let db = self.db();
         let n = db
             .prepare_cached("UPDATE sessions SET closed = 1 WHERE closed = 0 AND expires_ms <= ?1")?

@@ -114,7 +114,7 @@ fn unsafe_lives_only_in_the_crates_the_map_names() {
 /// those, and the binaries at the top: the gateway, and the conformance runner that judges a
 /// gateway from outside (neither may depend on the other).
 const LAYERS: [&[&str]; 4] = [
-    &["axp-protocol", "axp-sandbox"],
+    &["axp-protocol", "axp-sandbox", "axp-embed"],
     &[
         "axp-audit",
         "axp-caps",

@@ -72,6 +72,9 @@ pub struct Operators {
     configured: bool,
     /// `None` only in [`Operators::default`] (no keys, so no envelope can verify anyway).
     nonces: Mutex<Option<NonceBook>>,
+    /// The PostgreSQL store this gateway shares with other replicas, which decides a nonce's
+    /// single use across all of them; `None` on the embedded store.
+    shared_nonces: Option<axp_store::Store>,
 }
 
 impl Default for Operators {
@@ -83,6 +86,7 @@ impl Default for Operators {
             local: Arc::new(Operator { name: LOCAL_OPERATOR.into(), ceiling: None, tiers: None }),
             configured: false,
             nonces: Mutex::new(None),
+            shared_nonces: None,
         }
     }
 }
@@ -216,7 +220,17 @@ impl Operators {
             local: Arc::new(Operator { name: LOCAL_OPERATOR.into(), ceiling: None, tiers: None }),
             configured: !settings.is_empty(),
             nonces: Mutex::new(Some(nonces)),
+            shared_nonces: None,
         })
+    }
+
+    /// Accepts each envelope nonce once across every replica sharing `store` (PostgreSQL; on
+    /// the embedded store this gateway's own nonce book is the only one, and this does nothing).
+    pub fn share_nonces(mut self, store: &axp_store::Store) -> Self {
+        if store.kind() == axp_store::StoreKind::Postgres {
+            self.shared_nonces = Some(store.clone());
+        }
+        self
     }
 
     /// Whether any `[[operators]]` are configured (else: zero-config local mode).
@@ -278,6 +292,18 @@ impl Operators {
         }
         if env.nonce.len() < 16 || env.nonce.len() > 128 || env.nonce.contains(char::is_whitespace) {
             return Err(unauthorized("the envelope's nonce must be 16-128 characters without spaces"));
+        }
+        // Across replicas first: the shared store's key on the nonce lets exactly one replica
+        // accept it, durably, however many race.
+        if let Some(store) = &self.shared_nonces {
+            let first = store
+                .use_nonce(&env.nonce, env.ts_ms, now_ms, WINDOW_MS)
+                .map_err(|e| crate::util::internal("recording an envelope nonce for the other replicas", e))?;
+            if !first {
+                return Err(unauthorized(
+                    "this envelope was already used (replayed nonce, on this or another replica); sign a new one",
+                ));
+            }
         }
         let mut book = self.nonces.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(book) = book.as_mut() else {

@@ -217,6 +217,12 @@ impl Sessions {
                 })?;
                 Ok(Arc::new(Session { caps, expires_ms: v.expires_ms.min(s.expires_ms), ..(*s).clone() }))
             }
+            // A bearer session whose root token was revoked was closed (here, or on another
+            // replica sharing the store, whose revocation reached this one's verifier).
+            None if s.id_is_bearer && s.token_root.as_deref().is_some_and(|r| self.auth.verifier.is_revoked(r)) => {
+                self.write_cache().remove(&id);
+                Err(unknown_session(&id))
+            }
             None if s.id_is_bearer => Ok(s),
             None => Err(RpcError::new(
                 ErrorCode::Unauthorized,
@@ -285,13 +291,29 @@ impl Sessions {
 
     /// `cap.revoke`: revokes a token id (and so every token attenuated from it), durably.
     /// `false` when it was already revoked.
+    ///
+    /// With a PostgreSQL store the revocation is also recorded there, durably, before this
+    /// returns, and every other replica refuses the token within [`REVOCATION_BOUND`].
     pub fn revoke(&self, token_id: &str) -> Result<bool, RpcError> {
-        self.auth.verifier.revoke_durably(&self.auth.revocations, token_id).map_err(|e| match e {
+        let newly = self.auth.verifier.revoke_durably(&self.auth.revocations, token_id).map_err(|e| match e {
             axp_caps::RevocationError::InvalidId { .. } => {
                 RpcError::invalid_params(format!("`{token_id}` is not a token id (`axp token inspect` shows them)"))
             }
             other => crate::util::internal("revoking a token", other),
-        })
+        })?;
+        let shared = self.revoke_shared(token_id)?;
+        Ok(newly || shared)
+    }
+
+    /// Records a revocation for the other replicas sharing a PostgreSQL store (nothing to do on
+    /// the embedded store). `true` when it was not recorded there yet.
+    fn revoke_shared(&self, token_id: &str) -> Result<bool, RpcError> {
+        if self.store.kind() != axp_store::StoreKind::Postgres {
+            return Ok(false);
+        }
+        self.store
+            .revoke_token(token_id)
+            .map_err(|e| crate::util::internal("recording a revocation for the other replicas", e))
     }
 
     /// A token for one job's own use (code-mode's SDK): exactly `caps`, which the caller derives
@@ -341,6 +363,7 @@ impl Sessions {
                 .verifier
                 .revoke_durably(&self.auth.revocations, root)
                 .map_err(|e| crate::util::internal("revoking the session's token", e))?;
+            self.revoke_shared(root)?;
         }
         self.write_cache().remove(id);
         self.store.close_session(id).map_err(|e| crate::util::internal("closing a session", e))?;
@@ -357,6 +380,52 @@ impl Sessions {
     fn write_cache(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Session>>> {
         self.cache.write().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// How late a revocation made on one replica may reach another sharing its PostgreSQL store:
+/// each replica reads the revocations recorded since its previous read every
+/// [`REVOCATION_POLL`], so a token is refused everywhere at most one poll, plus the read's own
+/// time, after the revocation was acknowledged.
+pub const REVOCATION_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
+/// How often a replica reads the shared revocation list.
+pub const REVOCATION_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+/// How far before the previous read's server time each read starts: a revocation is stamped
+/// when its statement runs and becomes visible when it commits, and the margin covers the
+/// time between.
+const REVOCATION_MARGIN_MS: u64 = 10_000;
+
+/// Loads every revocation recorded in the shared store into `verifier` (call it before
+/// serving), then keeps doing so every [`REVOCATION_POLL`] in the background. Nothing on the
+/// embedded store, whose revocations are this gateway's own file.
+pub fn follow_revocations(store: Store, verifier: Arc<Verifier>) -> anyhow::Result<()> {
+    if store.kind() != axp_store::StoreKind::Postgres {
+        return Ok(());
+    }
+    let first = store.revocations_since(0)?;
+    verifier.extend_revoked(first.token_ids);
+    let mut since = first.server_ms.saturating_sub(REVOCATION_MARGIN_MS);
+    tracing::info!(
+        poll_ms = REVOCATION_POLL.as_millis() as u64,
+        bound_ms = REVOCATION_BOUND.as_millis() as u64,
+        "tokens revoked on other replicas are refused here within the bound"
+    );
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(REVOCATION_POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let store = store.clone();
+            match tokio::task::spawn_blocking(move || store.revocations_since(since)).await {
+                Ok(Ok(r)) => {
+                    verifier.extend_revoked(r.token_ids);
+                    since = r.server_ms.saturating_sub(REVOCATION_MARGIN_MS);
+                }
+                Ok(Err(e)) => tracing::warn!(error = %e, "cannot read the revocations other replicas recorded"),
+                Err(_) => {}
+            }
+        }
+    });
+    Ok(())
 }
 
 pub fn unknown_session(id: &str) -> RpcError {

@@ -76,6 +76,17 @@ pub struct Admission {
     /// Prompts and resources the lint refused, by (provider, name or URI): each is logged once,
     /// and a prompt refused in a list is refused by name too.
     refused_offerings: Mutex<BTreeSet<(String, String)>>,
+    /// Tools the lint refused at their provider's last registration, by index name: shown by
+    /// `/healthz`, so a refusal is found where an operator looks, not only in the log.
+    refused_tools: Mutex<BTreeMap<String, Refused>>,
+}
+
+/// A tool the registration lint refused, with why.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Refused {
+    pub tool: String,
+    pub provider: String,
+    pub reasons: Vec<String>,
 }
 
 /// How long new pins wait before the lockfile is written: providers register one at a time at
@@ -118,6 +129,7 @@ impl Admission {
             save_pending: Arc::default(),
             memo: Mutex::default(),
             refused_offerings: Mutex::default(),
+            refused_tools: Mutex::default(),
         })
     }
 
@@ -218,14 +230,14 @@ impl Admission {
                             publish.push(old);
                         }
                         None => {
-                            tracing::warn!(tool = %index, reasons = ?reasons, "tool refused by the registration lint");
-                            refused.push(json!({"tool": index, "reasons": reasons}));
+                            refused.push(Refused { tool: index, provider: provider.to_string(), reasons });
                         }
                     }
                 }
             }
         }
         drop(pins);
+        self.note_refused(provider, &refused);
         // Tools of this provider that are gone are no longer held back.
         held.retain(|index, h| {
             h.provider != provider || publish.iter().any(|s| &axp_lint::index_name(provider, &s.name) == index)
@@ -240,8 +252,39 @@ impl Admission {
         Admitted {
             publish,
             findings,
-            audit: json!({"provider": provider, "refused": refused, "held_back": held_back, "pinned": pinned, "warnings": warnings}),
+            audit: json!({"provider": provider, "refused": refused.iter().map(|r| json!({"tool": r.tool, "reasons": r.reasons})).collect::<Vec<_>>(), "held_back": held_back, "pinned": pinned, "warnings": warnings}),
         }
+    }
+
+    /// Replaces `provider`'s refused tools with `refused`, and says so loudly: one error line per
+    /// registration that refuses anything, naming each tool, its rules and how to allow one.
+    fn note_refused(&self, provider: &str, refused: &[Refused]) {
+        let mut all = self.refused_tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.retain(|_, r| r.provider != provider);
+        for r in refused {
+            all.insert(r.tool.clone(), r.clone());
+        }
+        drop(all);
+        if refused.is_empty() {
+            return;
+        }
+        let list: Vec<String> = refused.iter().map(|r| format!("{} ({})", r.tool, rule_ids(&r.reasons))).collect();
+        tracing::error!(
+            provider,
+            refused = %list.join(", "),
+            "the registration lint refused {} tool{} of `{provider}`; they are not served. \
+             `axp lint --explain RULE` says why and how to allow one tool (a [[lint.allow]] entry); /healthz lists them",
+            refused.len(),
+            if refused.len() == 1 { "" } else { "s" },
+        );
+        for r in refused {
+            tracing::warn!(tool = %r.tool, reasons = ?r.reasons, "tool refused by the registration lint");
+        }
+    }
+
+    /// The tools the registration lint refused, in name order.
+    pub fn refused_tools(&self) -> Vec<Refused> {
+        self.refused_tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect()
     }
 
     /// Writes the lockfile [`SAVE_DELAY`] from now, with every pin made until then, unless a
@@ -359,4 +402,12 @@ pub fn read_held(state_dir: &Path) -> anyhow::Result<BTreeMap<String, Held>> {
 
 fn finding_json(f: &Finding) -> Value {
     json!({"rule": f.rule_id, "severity": f.severity, "message": f.message, "pointer": f.pointer})
+}
+
+/// The rule ids at the start of each reason (`AXP032 name: …`), joined.
+fn rule_ids(reasons: &[String]) -> String {
+    let mut ids: Vec<&str> = reasons.iter().filter_map(|r| r.split_whitespace().next()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.join(", ")
 }

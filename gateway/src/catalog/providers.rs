@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use axp_providers::bridge::{BridgeCommand, BridgeConfig, BridgeProvider, ExecOptions};
 use axp_providers::cli::{CliProvider, CliToolConfig};
-use axp_providers::mcp::{ClientAsks, McpConfig, McpProvider, McpTransport, RestartPolicy};
+use axp_providers::mcp::{ClientAsks, Handshake, McpConfig, McpProvider, McpTransport, RestartPolicy};
 use axp_providers::skill::{SkillDirsConfig, SkillProvider};
 use axp_providers::{ArgvTrust, Launcher, NetScope, ProcessPolicy, ProcessSpec, ProviderId, RelayLink};
 use serde_json::json;
@@ -42,7 +42,7 @@ fn provider_env(block: &SandboxBlock, own: &BTreeMap<String, String>) -> BTreeMa
 /// The host's PATH without version-manager shim directories (pyenv, rbenv, asdf …): a shim is a
 /// script that needs the manager's whole state directory, which a sandboxed process cannot read,
 /// so `python3` should resolve to a real interpreter further down the PATH instead.
-fn sandbox_path() -> String {
+pub(crate) fn sandbox_path() -> String {
     let host = std::env::var("PATH").unwrap_or_else(|_| axp_sandbox::DEFAULT_PATH.into());
     host.split(':').filter(|d| !d.is_empty() && !d.split('/').any(|c| c == "shims")).collect::<Vec<_>>().join(":")
 }
@@ -62,6 +62,8 @@ fn policy(block: &SandboxBlock, extra_read: &[PathBuf], provider: &str) -> Proce
         fs_write: block.fs_write.iter().map(|p| crate::auth::grants::resolve_path(Path::new(p))).collect(),
         net: block.net.clone(),
         net_scope: NetScope::Provider(provider.to_string()),
+        // The fleet serves interactive tool calls: it runs at the gateway's priority.
+        nice: None,
     }
 }
 
@@ -101,6 +103,11 @@ pub async fn fleet(
         cfg.timeout = Duration::from_secs(s.timeout_s);
         cfg.restart = RestartPolicy::default();
         cfg.client_asks = ClientAsks { sampling: s.sampling, elicitation: s.elicitation, roots: true };
+        cfg.handshake = match s.protocol {
+            axp_config::fleet::UpstreamProtocol::Auto => Handshake::Newest,
+            axp_config::fleet::UpstreamProtocol::Initialize => Handshake::Initialize,
+            axp_config::fleet::UpstreamProtocol::Discover => Handshake::Discover,
+        };
         cfg.relay = relay.clone();
         let launcher = launcher.clone();
         let prefix = s.prefix;

@@ -12,7 +12,7 @@ use axp_providers::{DynProvider, ProviderId};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::catalog::search::{Bm25, Doc};
+use crate::catalog::search::{Doc, Index};
 use crate::catalog::signature::signature;
 use crate::config::fleet::PrefixMode;
 
@@ -56,7 +56,8 @@ struct State {
     providers: BTreeMap<ProviderId, ProviderState>,
     /// Shared with every call that resolves one (a `tools/call` holds its entry for its life).
     entries: BTreeMap<String, Arc<Entry>>,
-    search: Bm25,
+    /// The ranked search, with the tools' embeddings (kept across rebuilds by digest).
+    search: Index,
     /// Registration problems (collisions), for `axp serve` logs and describe.
     problems: Vec<String>,
     /// The providers' tools changed since `entries`, `search` and `problems` were built: they
@@ -215,6 +216,23 @@ impl Registry {
             .collect()
     }
 
+    /// Every entry, filtered by `allow`, in the order its server lists it (providers in name
+    /// order): what an MCP client's `tools/list` shows, as the server itself would.
+    pub fn entries_in_server_order(&self, allow: &dyn Fn(&str) -> bool) -> Vec<(Arc<Entry>, bool)> {
+        let st = self.read();
+        let by_tool: HashMap<(&ProviderId, &str), &Arc<Entry>> =
+            st.entries.values().map(|e| ((&e.provider, e.spec.name.as_str()), e)).collect();
+        let mut out = Vec::with_capacity(by_tool.len());
+        for (id, p) in &st.providers {
+            for t in &p.tools {
+                if let Some(e) = by_tool.get(&(id, t.name.as_str())).filter(|e| allow(&e.name)) {
+                    out.push(((*e).clone(), p.available));
+                }
+            }
+        }
+        out
+    }
+
     pub fn resolve(&self, name: &str) -> Option<Resolved> {
         let st = self.read();
         let entry = st.entries.get(name)?.clone();
@@ -222,7 +240,7 @@ impl Registry {
         Some(Resolved { provider: p.mount.provider.clone(), available: p.available, reason: p.reason.clone(), entry })
     }
 
-    /// `axp.index`: one line per tool; with a query, ranked by BM25.
+    /// `axp.index`: one line per tool; with a query, ranked by the hybrid search (`search`).
     pub fn index(
         &self,
         query: Option<&str>,
@@ -234,27 +252,27 @@ impl Registry {
     ) -> IndexResult {
         let st = self.read();
         let keep = |e: &Entry| allow(&e.name) && provider.is_none_or(|p| e.provider.as_str() == p);
-        let names: Vec<&Entry> = match query.map(str::trim).filter(|q| !q.is_empty()) {
+        let names: Vec<(&Entry, Option<f64>)> = match query.map(str::trim).filter(|q| !q.is_empty()) {
             Some(q) => st
                 .search
                 .search(q)
                 .into_iter()
-                .filter_map(|(n, _)| st.entries.get(&n))
-                .map(|e| &**e)
-                .filter(|e| keep(e))
+                .filter_map(|h| st.entries.get(&h.name).map(|e| (&**e, Some(h.score))))
+                .filter(|(e, _)| keep(e))
                 .collect(),
-            None => st.entries.values().map(|e| &**e).filter(|e| keep(e)).collect(),
+            None => st.entries.values().map(|e| (&**e, None)).filter(|(e, _)| keep(e)).collect(),
         };
         let total = names.len();
         let tools = names
             .into_iter()
             .skip(offset)
             .take(limit)
-            .map(|e| IndexEntry {
+            .map(|(e, score)| IndexEntry {
                 name: e.name.clone(),
                 desc: e.desc.clone(),
                 signature: inline_signatures.then(|| e.signature.clone()),
                 unavailable: !st.providers.get(&e.provider).is_some_and(|p| p.available),
+                score,
             })
             .collect();
         IndexResult { tools, total }
@@ -434,19 +452,10 @@ fn rebuild(st: &mut State) {
             );
         }
     }
-    let docs = entries
-        .values()
-        .map(|e| {
-            let params: Vec<String> = e
-                .spec
-                .input_schema
-                .get("properties")
-                .and_then(Value::as_object)
-                .map_or_else(Vec::new, |m| m.keys().cloned().collect());
-            Doc::new(&e.name, &e.spec.description, &params)
-        })
-        .collect();
-    st.search = Bm25::new(docs);
+    let docs = entries.values().map(|e| Doc::from_schema(&e.name, &e.spec.description, &e.spec.input_schema)).collect();
+    // Tools whose text did not change keep their embedding: only new or changed ones are
+    // embedded again.
+    st.search = st.search.rebuilt(docs);
     st.entries = entries;
     st.problems = problems;
 }

@@ -1,5 +1,5 @@
 //! `axp audit verify` (check the whole hash chain and its HEAD anchor, naming the first bad
-//! record) and `axp audit tail [--follow] [--session S] [--kind K] [--json]` (print records).
+//! record; with several `--state-dir`s, every replica's chain, each with its range) and `axp audit tail [--follow] [--session S] [--kind K] [--json]` (print records).
 //! Both only read `STATE_DIR/audit/`; neither takes the writer's lock, so they work while the
 //! gateway runs, and neither ever repairs anything (the gateway's open does that, and records it).
 
@@ -23,8 +23,10 @@ pub enum AuditCommand {
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// The gateway's state directory [default: $XDG_STATE_HOME/axp]; records are in DIR/audit.
+    /// Repeatable: replicas sharing a PostgreSQL store each keep their own chain in their own
+    /// state directory (or a copy of it shipped elsewhere); each is verified, with its range.
     #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
+    pub state_dir: Vec<PathBuf>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -67,7 +69,10 @@ fn audit_dir(state_dir: Option<PathBuf>) -> PathBuf {
 }
 
 fn verify(a: VerifyArgs) -> Result<i32> {
-    let dir = audit_dir(a.state_dir);
+    if a.state_dir.len() > 1 {
+        return verify_chains(&a.state_dir, a.json);
+    }
+    let dir = audit_dir(a.state_dir.into_iter().next());
     if !dir.is_dir() {
         bail!(
             "no audit log at {}\nhint: pass the gateway's --state-dir; the log is created when the gateway first starts",
@@ -103,6 +108,81 @@ fn verify(a: VerifyArgs) -> Result<i32> {
             Ok(1)
         }
     }
+}
+
+/// One replica's chain, verified, with the range it covers.
+#[derive(serde::Serialize)]
+struct Chain {
+    state_dir: String,
+    /// The replica's id (`STATE/replica-id`, written when it first used a PostgreSQL store).
+    replica: Option<String>,
+    ok: bool,
+    records: u64,
+    first_ts_ms: Option<u64>,
+    last_ts_ms: Option<u64>,
+    last_hash: Option<String>,
+    error: Option<String>,
+}
+
+/// Verifies each state directory's chain on its own (a replica's records link only to its own
+/// previous ones), and reports each; exit 1 if any fails.
+fn verify_chains(dirs: &[PathBuf], json: bool) -> Result<i32> {
+    let mut chains = Vec::new();
+    for state in dirs {
+        let dir = state.join("audit");
+        let replica = std::fs::read_to_string(state.join("replica-id")).ok().map(|s| s.trim().to_string());
+        let mut chain = Chain {
+            state_dir: state.display().to_string(),
+            replica,
+            ok: false,
+            records: 0,
+            first_ts_ms: None,
+            last_ts_ms: None,
+            last_hash: None,
+            error: None,
+        };
+        if !dir.is_dir() {
+            chain.error = Some(format!("no audit log at {}", dir.display()));
+            chains.push(chain);
+            continue;
+        }
+        match axp_audit::verify(&dir) {
+            Ok(report) => {
+                chain.ok = true;
+                chain.records = report.records;
+                chain.last_hash = Some(report.last_hash.clone());
+                for r in axp_audit::tail(&dir, 0, Filter::default()) {
+                    let r = r?;
+                    chain.first_ts_ms.get_or_insert(r.ts_ms);
+                    chain.last_ts_ms = Some(r.ts_ms);
+                }
+            }
+            Err(e) => chain.error = Some(e.to_string()),
+        }
+        chains.push(chain);
+    }
+    let ok = chains.iter().all(|c| c.ok);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"ok": ok, "chains": chains}))?);
+    } else {
+        for c in &chains {
+            let who = c.replica.as_deref().unwrap_or("(no replica id)");
+            match &c.error {
+                None => println!(
+                    "{who} {}: ok, {} records (#0..#{}), {} .. {}, last hash {}",
+                    c.state_dir,
+                    c.records,
+                    c.records.saturating_sub(1),
+                    c.first_ts_ms.map_or_else(|| "-".into(), crate::util::rfc3339),
+                    c.last_ts_ms.map_or_else(|| "-".into(), crate::util::rfc3339),
+                    c.last_hash.as_deref().unwrap_or("-")
+                ),
+                Some(e) => println!("{who} {}: FAILED verification: {e}", c.state_dir),
+            }
+        }
+        println!("{} of {} chains verify", chains.iter().filter(|c| c.ok).count(), chains.len());
+    }
+    Ok(if ok { 0 } else { 1 })
 }
 
 fn tail(a: TailArgs) -> Result<i32> {

@@ -28,10 +28,14 @@ pub struct ClientArgs {
 
 #[derive(Debug, Args)]
 pub struct IndexArgs {
-    /// Words to search for (BM25 over names, descriptions and parameters).
+    /// What you need, in your words: tools are ranked by meaning (embeddings) and by their
+    /// words (BM25 over names, descriptions and parameters), best first.
     pub query: Vec<String>,
     #[arg(long, default_value_t = 100)]
     pub limit: usize,
+    /// Show each ranked tool's score, where the gateway sends one with its entries.
+    #[arg(long)]
+    pub scores: bool,
     #[command(flatten)]
     pub client: ClientArgs,
 }
@@ -159,20 +163,38 @@ impl Client {
 pub async fn index(a: IndexArgs) -> Result<i32> {
     let mut c = Client::new(&a.client);
     let query = (!a.query.is_empty()).then(|| a.query.join(" "));
+    let ranked = query.is_some();
     let r = c.call("axp.index", json!({"query": query, "limit": a.limit})).await?;
     if a.client.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(0);
     }
     let tools = r["tools"].as_array().cloned().unwrap_or_default();
-    let width = tools.iter().filter_map(|t| t["name"].as_str()).map(str::len).max().unwrap_or(0);
     let mut out = std::io::stdout().lock();
-    for t in &tools {
+    write_index(&mut out, &tools, ranked, a.scores)?;
+    eprintln!("{} of {} tools", tools.len(), r["total"]);
+    if a.scores && tools.iter().all(|t| t.get("score").is_none()) && !tools.is_empty() {
+        eprintln!("(this gateway sends no scores with its entries; the order above is its ranking)");
+    }
+    Ok(0)
+}
+
+/// One line per tool: with a query, its rank first (and its score when asked for and sent),
+/// so the order reads as the ranking it is.
+fn write_index(out: &mut dyn Write, tools: &[Value], ranked: bool, scores: bool) -> std::io::Result<()> {
+    let width = tools.iter().filter_map(|t| t["name"].as_str()).map(str::len).max().unwrap_or(0);
+    let rank_width = tools.len().to_string().len();
+    for (i, t) in tools.iter().enumerate() {
         let mark = if t["unavailable"].as_bool() == Some(true) { " [unavailable]" } else { "" };
+        if ranked {
+            write!(out, "{:>rank_width$}. ", i + 1)?;
+        }
+        if scores && let Some(score) = t["score"].as_f64() {
+            write!(out, "{score:>7.4}  ")?;
+        }
         writeln!(out, "{:width$}  {}{mark}", t["name"].as_str().unwrap_or(""), t["desc"].as_str().unwrap_or(""))?;
     }
-    eprintln!("{} of {} tools", tools.len(), r["total"]);
-    Ok(0)
+    Ok(())
 }
 
 pub async fn describe(a: DescribeArgs) -> Result<i32> {
@@ -312,5 +334,30 @@ async fn follow(c: &mut Client, job: &str, from: u64, json_out: bool) -> Result<
         if r["done"].as_bool() == Some(true) {
             return Ok(code);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ranked_index_numbers_its_lines_and_shows_scores_on_request() {
+        let tools = vec![
+            json!({"name": "time__get_current_time", "desc": "Get current time", "score": 0.1667}),
+            json!({"name": "time__convert_time", "desc": "Convert time", "score": 0.0833, "unavailable": true}),
+        ];
+        let mut out = Vec::new();
+        write_index(&mut out, &tools, true, true).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "1.  0.1667  time__get_current_time  Get current time\n2.  0.0833  time__convert_time      Convert time [unavailable]\n"
+        );
+        let mut out = Vec::new();
+        write_index(&mut out, &tools, false, false).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "time__get_current_time  Get current time\ntime__convert_time      Convert time [unavailable]\n"
+        );
     }
 }

@@ -49,12 +49,16 @@ pub struct LintArgs {
     /// Pin every tool not yet in the lockfile.
     #[arg(long)]
     pub pin: bool,
-    /// Explain one rule (e.g. AXP027) and exit.
+    /// Explain one rule (e.g. AXP027), with the `[[lint.allow]]` entry that allows one tool, and
+    /// exit.
     #[arg(long, value_name = "RULE")]
     pub explain: Option<String>,
     /// Write the report here instead of stdout.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// No progress on stderr while the fleet's servers start (live only on a terminal).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 pub async fn run(a: LintArgs) -> Result<i32> {
@@ -64,7 +68,15 @@ pub async fn run(a: LintArgs) -> Result<i32> {
                 println!("{text}");
                 return Ok(0);
             }
-            None => bail!("no rule `{rule}`; rules are AXP001…AXP{:03}", axp_lint::RULES.len()),
+            None => match axp_lint::rules::nearest_rule_or_family(rule)
+                .and_then(|n| axp_lint::RULES.iter().find(|r| r.id == n || r.name == n))
+                .map(|r| r.id)
+            {
+                Some(near) => {
+                    bail!("no rule `{rule}`; did you mean `{near}`? (rules are AXP001…AXP{:03})", axp_lint::RULES.len())
+                }
+                None => bail!("no rule `{rule}`; rules are AXP001…AXP{:03}", axp_lint::RULES.len()),
+            },
         }
     }
     let config = match &a.config {
@@ -109,7 +121,7 @@ pub async fn run(a: LintArgs) -> Result<i32> {
         let cat = Catalog::from_json_str(&text, &default).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
         (cat, Some(text), file.to_string_lossy().into_owned())
     } else if !a.mcp_config.is_empty() {
-        let cat = from_fleet(&a.mcp_config).await?;
+        let cat = from_fleet(&a.mcp_config, a.quiet).await?;
         let uri = a.mcp_config[0].to_string_lossy().into_owned();
         (cat, std::fs::read_to_string(&a.mcp_config[0]).ok(), uri)
     } else if let Some(url) = &a.url {
@@ -203,8 +215,10 @@ fn approve_held(patterns: &[String], state_dir: &std::path::Path, lock_path: &st
     Ok(())
 }
 
-/// Starts every server of the fleet (sandboxed when the host allows), lists their tools.
-async fn from_fleet(files: &[PathBuf]) -> Result<Catalog> {
+/// Starts every server of the fleet (sandboxed when the host allows), lists their tools. They
+/// start together, each launched in the background, so that progress can say which have
+/// started (and how long each took) while the others are still starting.
+async fn from_fleet(files: &[PathBuf], quiet: bool) -> Result<Catalog> {
     use crate::config::env::ProcessEnv;
     let mut fleet = crate::config::fleet::Fleet::default();
     for f in files {
@@ -222,30 +236,68 @@ async fn from_fleet(files: &[PathBuf]) -> Result<Catalog> {
         ),
     };
     let workspace = std::env::current_dir()?;
-    let total = fleet.servers.len() + fleet.statics.len();
-    eprintln!("starting {total} server(s)…");
     let mounts = crate::catalog::providers::fleet(
         &fleet,
         &Default::default(),
         &workspace,
         launcher,
-        true,
+        false,
         &axp_providers::RelayLink::default(),
     )
     .await?;
-    let mut cat = Catalog::new();
-    for (i, m) in mounts.iter().enumerate() {
+    let mode = crate::commands::progress::Mode::detect(quiet);
+    let progress = crate::commands::progress::Servers::new(mode, "started", "", Some(mounts.len()));
+    let listed = futures::future::join_all(mounts.iter().map(|m| {
         let id = m.provider.id().to_string();
-        let tools = tokio::time::timeout(Duration::from_secs(60), m.provider.tools())
-            .await
-            .map_err(|_| anyhow::anyhow!("`{id}` did not list its tools within 60 s"))?
-            .map_err(|e| anyhow::anyhow!("`{id}`: {e}"))?;
-        eprintln!("[{}/{total}] {id}: {} tools", i + 1, tools.len());
-        cat.insert(id, tools);
+        progress.waiting(&id);
+        let progress = &progress;
+        async move {
+            let tools = match tokio::time::timeout(Duration::from_secs(60), first_tools(&m.provider)).await {
+                Ok(Ok(tools)) => {
+                    progress.settled(&id, Ok(tools.len()));
+                    Ok(tools)
+                }
+                Ok(Err(e)) => {
+                    let why = match &e {
+                        axp_providers::ProviderError::Unavailable { reason, .. } => reason.clone(),
+                        other => other.to_string(),
+                    };
+                    progress.settled(&id, Err(&why));
+                    Err(anyhow::anyhow!("`{id}`: {e}"))
+                }
+                Err(_) => {
+                    progress.settled(&id, Err("did not list its tools within 60 s"));
+                    Err(anyhow::anyhow!("`{id}` did not list its tools within 60 s"))
+                }
+            };
+            (id, tools)
+        }
+    }))
+    .await;
+    progress.finish();
+    for m in &mounts {
         let _ = m.provider.shutdown().await;
     }
     let _ = std::fs::remove_dir_all(&tmp);
+    let mut cat = Catalog::new();
+    for (id, tools) in listed {
+        cat.insert(id, tools?);
+    }
     Ok(cat)
+}
+
+/// A launched provider's tools once its first start has ended (its error if that failed).
+async fn first_tools(
+    provider: &axp_providers::DynProvider,
+) -> Result<Vec<axp_protocol::ToolSpec>, axp_providers::ProviderError> {
+    loop {
+        match provider.tools().await {
+            Err(axp_providers::ProviderError::Starting { .. }) => {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Lists a running gateway's tools through `axp.index` + `axp.describe`.

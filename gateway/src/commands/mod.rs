@@ -2,8 +2,11 @@
 
 pub mod audit;
 pub mod client;
+pub mod completions;
+pub mod doctor;
 pub mod lint;
 pub mod operator;
+pub mod progress;
 pub mod provider;
 pub mod sandbox;
 pub mod serve;

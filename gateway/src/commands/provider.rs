@@ -30,6 +30,9 @@ pub struct ProviderArgs {
     /// apply to the install's checks as they will when a gateway mounts the plugin.
     #[arg(long = "config", global = true, value_name = "AXP_TOML")]
     pub config: Option<PathBuf>,
+    /// No progress on stderr while a plugin is verified and compiled (live only on a terminal).
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -93,7 +96,7 @@ pub fn run(args: ProviderArgs) -> Result<i32> {
     // Private and resolved, as `axp serve` makes it: the paths of installed plugins derive from it.
     let state_dir = crate::commands::serve::private_state_dir(&state_dir)?;
     match args.command {
-        ProviderCommand::Add(a) => add(a, state_dir, &settings),
+        ProviderCommand::Add(a) => add(a, state_dir, &settings, args.quiet),
         ProviderCommand::List(a) => {
             let installed = axp_plugin_host::list(&state_dir)?;
             if a.json {
@@ -133,7 +136,7 @@ pub fn run(args: ProviderArgs) -> Result<i32> {
     }
 }
 
-fn add(a: AddArgs, state_dir: PathBuf, settings: &Settings) -> Result<i32> {
+fn add(a: AddArgs, state_dir: PathBuf, settings: &Settings, quiet: bool) -> Result<i32> {
     let egress_options = crate::execution::egress::EgressOptions::from_settings(&settings.egress)
         .map_err(|e| anyhow::anyhow!("invalid `[egress]` setting: {e}"))?;
     let egress = Arc::new(Egress::with_options(state_dir.join("egress"), egress_options));
@@ -160,16 +163,21 @@ fn add(a: AddArgs, state_dir: PathBuf, settings: &Settings) -> Result<i32> {
     let path = a.path.clone();
     // Inside a task (not `block_on`'s own future): the egress proxy of a native plugin with
     // `net` grants starts from a runtime worker.
-    let task = rt.spawn(async move {
-        let progress = |line: &str| eprintln!("  {line}");
-        let vet = |id: &str, tools: &[axp_protocol::ToolSpec]| {
-            crate::gateway::plugins::lint_at_install(lint.as_ref(), id, tools)
-        };
-        axp_plugin_host::install_vetted(&path, &opts, &state_dir, &ctx, &progress, &vet)
-            .await
-            .map(|(entry, tools)| (entry, tools, state_dir))
+    let steps = Arc::new(crate::commands::progress::Steps::new(quiet));
+    let task = rt.spawn({
+        let steps = steps.clone();
+        async move {
+            let progress = |line: &str| steps.step(line);
+            let vet = |id: &str, tools: &[axp_protocol::ToolSpec]| {
+                crate::gateway::plugins::lint_at_install(lint.as_ref(), id, tools)
+            };
+            axp_plugin_host::install_vetted(&path, &opts, &state_dir, &ctx, &progress, &vet)
+                .await
+                .map(|(entry, tools)| (entry, tools, state_dir))
+        }
     });
     let result = rt.block_on(task).context("the install task failed")?;
+    steps.finish(result.is_ok());
     match result {
         Ok((entry, tools, state_dir)) => {
             eprintln!("installed `{}` {} into {}", entry.id, entry.version, state_dir.join(&entry.dir).display());

@@ -85,6 +85,7 @@ fn run_one(a: SandboxRunArgs) -> Result<i32> {
             net: a.allow_net.clone(),
             // A one-off run: its own proxy, stopped when the command ends.
             net_scope: axp_providers::NetScope::Shared,
+            nice: None,
         },
     };
     let mut argv = a.command.clone();

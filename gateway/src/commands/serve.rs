@@ -53,6 +53,17 @@ pub struct ServeArgs {
     /// Where sessions, jobs and job logs are kept [default: $XDG_STATE_HOME/axp].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Keep sessions, jobs and job logs in PostgreSQL (`postgres://user:pass@host/db`) instead
+    /// of the embedded store in the state dir; also `[store] url` in axp.toml, `${VAR}` allowed.
+    /// Keys and the audit log stay in the state dir.
+    #[arg(long, env = "AXP_STORE", value_name = "URL", hide_env_values = true)]
+    pub store: Option<String>,
+    /// With a PostgreSQL store: how long this replica's lease on its running jobs lasts without
+    /// renewal (renewed every third of it). Once it runs out, another replica ends those jobs as
+    /// `lost`.
+    #[arg(long, env = "AXP_STORE_LEASE", value_name = "SECONDS", default_value_t = 15.0,
+          value_parser = parse_lease)]
+    pub store_lease: f64,
     /// Operator settings file.
     #[arg(long = "config", value_name = "AXP_TOML")]
     pub config: Option<PathBuf>,
@@ -79,6 +90,17 @@ pub struct ServeArgs {
     /// (decision 0007).
     #[arg(long, value_name = "N", env = "AXP_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
+    /// No progress on stderr while the servers mount (shown only when stderr is a terminal).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// A lease of at least 0.3 s (renewed every 0.1 s) and at most a day.
+fn parse_lease(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.3..=86_400.0).contains(&v) => Ok(v),
+        _ => Err("a number of seconds from 0.3 to 86400".into()),
+    }
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -472,6 +494,17 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         refuse_approvals_that_spawn_bypasses(&approvals, &grantable, &like_spawn, skills)?;
     }
 
+    let store_url = match args.store.clone() {
+        Some(url) => Some(url),
+        None => settings
+            .store
+            .url
+            .as_deref()
+            .map(|u| axp_config::env::expand(u, &axp_config::env::ProcessEnv))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("[store] url: {e}"))?,
+    };
+    let lease = Duration::from_secs_f64(args.store_lease);
     let store = {
         let dir = state_dir.clone();
         tokio::task::spawn_blocking(move || -> Result<Store> {
@@ -479,8 +512,17 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
             // a crash of the gateway loses nothing (events are written before they are sent),
             // a power cut can lose at most the last 100 ms of job endings.
             let options = StoreOptions::default().exit_sync(ExitSync::Batched { interval: Duration::from_millis(100) });
-            let store = Store::open_with(&dir, options)
-                .with_context(|| format!("cannot open the state dir {}", dir.display()))?;
+            let store = match &store_url {
+                // The store's errors never contain the password; the URL is not printed.
+                Some(url) => Store::connect(url, &dir, options).context("cannot open the PostgreSQL store")?,
+                None => Store::open_with(&dir, options)
+                    .with_context(|| format!("cannot open the state dir {}", dir.display()))?,
+            };
+            if store.kind() == axp_store::StoreKind::Postgres {
+                // Alive before anything is started, so no other replica takes this one's jobs
+                // for a dead replica's.
+                store.register(lease).context("cannot register this replica in the PostgreSQL store")?;
+            }
             let lost = store.mark_running_lost(crate::util::now_ms())?;
             crate::codemode::clean_stale(&dir);
             if lost > 0 {
@@ -499,6 +541,11 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     let verifier = Arc::new(axp_caps::Verifier::new(key));
     let revocations = state_dir.join(axp_caps::REVOCATIONS_FILE_NAME);
     verifier.load_revocations(&revocations).context("cannot load the token revocation list")?;
+    if store.kind() == axp_store::StoreKind::Postgres {
+        same_token_key_as_other_replicas(&store, &key, &state_dir)?;
+        crate::auth::session::follow_revocations(store.clone(), verifier.clone())
+            .context("cannot read the revocations recorded in the PostgreSQL store")?;
+    }
     let auth = Auth { minter: axp_caps::Minter::new(key), verifier, revocations };
     // A session's egress proxy ends with the session: at `session.close`, or at its expiry.
     let sessions = Sessions::new(store.clone(), profile, tiers.clone(), auth).on_close({
@@ -520,13 +567,18 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         .chain(settings.cli.iter().map(|c| format!("{}__*", c.provider)))
         .collect();
     let writes = Arc::new(crate::execution::writes::Writes::new(audit.clone(), write_tools));
-    let jobs = Jobs::new(store, metrics.clone()).with_quotas(quotas.clone()).with_writes(writes);
+    let mut jobs = Jobs::new(store.clone(), metrics.clone()).with_quotas(quotas.clone()).with_writes(writes);
+    if store.kind() == axp_store::StoreKind::Postgres {
+        let replicas = crate::execution::jobs::Replicas::new(store.clone(), lease)?;
+        jobs = jobs.join_replicas(replicas).context("cannot listen for the other replicas' messages")?;
+    }
     let parked = jobs.adopt_parked().map_err(|e| anyhow::anyhow!("{}", e.reason()))?;
     if parked > 0 {
         tracing::warn!(parked, "jobs are awaiting operator approval (`axp approve JOB` / `axp deny JOB`)");
     }
     let guard = crate::auth::guard::Guard {
-        operators: crate::auth::operators::Operators::build(&settings.operators, &state_dir, &ProcessEnv)?,
+        operators: crate::auth::operators::Operators::build(&settings.operators, &state_dir, &ProcessEnv)?
+            .share_nonces(&store),
         approvals,
         quotas,
     };
@@ -546,6 +598,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
     crate::gateway::catalog::watch_pins(gateway.clone(), &state_dir)?;
 
     let launcher = provider_launcher(&tiers)?;
+    let _mounting = crate::commands::progress::watch_mounts(&registry, args.quiet);
     let mut mounts: Vec<Mount> = Vec::new();
     if builtin {
         mounts.push(providers::builtin(&workspace, launcher.clone())?);
@@ -577,6 +630,25 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         max_body: settings.serve.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY),
         warnings,
     })
+}
+
+/// Replicas sharing a PostgreSQL store must verify each other's tokens, so they must hold the
+/// same token root key: the first replica records the key's SHA-256 in the store, and a replica
+/// with another key refuses to start rather than refuse every token the others minted.
+fn same_token_key_as_other_replicas(store: &Store, key: &[u8; 32], state_dir: &Path) -> Result<()> {
+    use sha2::Digest;
+    let mine = hex::encode(sha2::Sha256::digest(key));
+    let agreed = store.agree("token-root-key-sha256", &mine).context("cannot compare the token root key")?;
+    if agreed != mine {
+        bail!(
+            "this replica's token root key ({}) is not the one the other replicas sharing this PostgreSQL store use: \
+             their tokens would not verify here\nhint: copy `{}` from one of them into this replica's state directory \
+             (mode 0600), or give every replica the same key from one secret",
+            state_dir.join(axp_caps::KEY_FILE_NAME).display(),
+            axp_caps::KEY_FILE_NAME
+        );
+    }
+    Ok(())
 }
 
 fn decide_tiers(args: &ServeArgs, settings: &Settings, egress: Arc<Egress>, state_dir: &Path) -> Result<Tiers> {

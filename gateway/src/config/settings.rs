@@ -41,6 +41,8 @@ pub struct Settings {
     pub audit: AuditSettings,
     #[serde(default)]
     pub egress: EgressSettings,
+    #[serde(default)]
+    pub store: StoreSettings,
     /// Operator credentials and their ceilings (see `config/policy.rs`).
     #[serde(default)]
     pub operators: Vec<axp_config::operator_policy::OperatorSettings>,
@@ -69,6 +71,15 @@ pub struct EgressSettings {
     pub max_bytes: Option<toml::Value>,
     /// Seconds without traffic after which a proxied connection is closed (default 300).
     pub idle_timeout_s: Option<toml::Value>,
+}
+
+/// `[store]`: where sessions, jobs and job logs are kept.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSettings {
+    /// A PostgreSQL URL (`postgres://user:${PGPASSWORD}@host/db`); `${VAR}` is expanded at
+    /// start. Absent: the embedded store in the state dir. `axp serve --store` overrides it.
+    pub url: Option<String>,
 }
 
 /// `[audit]`: when a record counts as written (see `axp_audit::Durability`).

@@ -18,16 +18,18 @@ use std::time::Duration;
 use axp_protocol::methods::{JobEvent, JobEventKind, JobState};
 use axp_protocol::{ErrorCode, RpcError, ToolOutput};
 use axp_providers::{CancellationToken, EventSink, ProviderError};
-use axp_store::{JobLog, JobRecord, Started, Store};
+use axp_store::{EventLines, JobLog, JobRecord, Started, Store};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use crate::util::{internal, now_ms};
+use crate::util::{internal, now_ms, store_error};
 
 mod launch;
 mod parked;
+mod remote;
 
 pub use launch::Work;
+pub use remote::Replicas;
 
 /// A running job's handles. Kept a little after the job ends (see [`FINISHED_KEPT`]) so the
 /// last readers of a just-finished job are still served from memory.
@@ -58,7 +60,28 @@ struct Live {
     /// How long a tool job's provider took to answer, once it has, and that provider's
     /// tool-call histograms.
     provider_time: std::sync::OnceLock<(Duration, Arc<crate::metrics::ToolCallTimes>)>,
+    /// Events the store could not take while it was unreachable, waiting to be appended.
+    unstored: Mutex<Unstored>,
 }
+
+/// A job's events held back while its store is unreachable (a PostgreSQL server restarting or
+/// cut off), appended in order once it answers again: at most [`UNSTORED_BYTES`] of them (an
+/// exit always), the rest dropped and counted, and a `log` event in their place says how many.
+/// Nobody is told of an event before it is stored, so readers see the job pause, then catch up.
+#[derive(Default)]
+struct Unstored {
+    events: VecDeque<JobEventKind>,
+    bytes: usize,
+    dropped_events: u64,
+    dropped_bytes: u64,
+    /// Whether a thread is retrying the append.
+    retrying: bool,
+}
+
+/// The most output one job holds back while its store is unreachable.
+const UNSTORED_BYTES: usize = 8 * 1024 * 1024;
+/// How often held-back events are offered to the store again.
+const UNSTORED_RETRY: Duration = Duration::from_millis(500);
 
 impl Live {
     fn new(session_id: &str, stdin: Option<mpsc::Sender<Option<Vec<u8>>>>, parked: bool, log: JobLog) -> Self {
@@ -77,7 +100,13 @@ impl Live {
             log,
             terminal: Mutex::new(None),
             provider_time: std::sync::OnceLock::new(),
+            unstored: Mutex::default(),
         }
+    }
+
+    /// Whether the job has ended and its exit is in the log (not held back for the store).
+    fn ended(&self) -> bool {
+        self.finished.load(std::sync::atomic::Ordering::SeqCst) && lock(&self.unstored).events.is_empty()
     }
 
     fn stop_reason(&self) -> &'static str {
@@ -153,16 +182,70 @@ impl EventSink for LogSink {
 
 /// Appends `events` to the durable log (a tool's result and its exit in one statement, see
 /// [`JobLog::append_all`]), then to the job's in-memory tail, then wakes watchers once for all
-/// of them. Returns how many were appended, in order; what the log refused was dropped, loudly
-/// (the log is the source of truth, so an event it cannot hold cannot be promised to anyone).
-fn append(log: &JobLog, live: &Live, job_id: &str, events: Vec<JobEventKind>) -> usize {
+/// of them. Events held back earlier because the store was unreachable go first. Returns how
+/// many of `events` were taken: appended, or held back for an unreachable store (see
+/// [`Unstored`]); what the log refused was dropped, loudly (the log is the source of truth, so
+/// an event it cannot hold cannot be promised to anyone).
+fn append(log: &JobLog, live: &Arc<Live>, job_id: &str, events: Vec<JobEventKind>) -> usize {
+    append_or_hold(log, live, job_id, events, false)
+}
+
+/// [`append`]; while a catch-up thread is retrying (`retry` false), new events join the
+/// held-back ones without trying the store, so an unreachable store is not asked once per event.
+fn append_or_hold(log: &JobLog, live: &Arc<Live>, job_id: &str, events: Vec<JobEventKind>, retry: bool) -> usize {
     let mut recent = lock(&live.recent);
-    let (appended, error) = log.append_all(events);
-    if let Some(e) = &error {
-        tracing::error!(job = %job_id, error = %e, "cannot append to the job log");
+    let mut unstored = lock(&live.unstored);
+    let fresh = events.len();
+    if unstored.retrying && !retry {
+        for ev in events {
+            hold(&mut unstored, ev);
+        }
+        return fresh;
     }
-    let Some(next) = appended.last().map(|ev| ev.seq + 1) else { return 0 };
-    let count = appended.len();
+    let mut batch: Vec<JobEventKind> = unstored.events.drain(..).collect();
+    unstored.bytes = 0;
+    if unstored.dropped_events > 0 && !(batch.is_empty() && events.is_empty()) {
+        batch.push(JobEventKind::Log {
+            level: "warning".into(),
+            data: serde_json::json!({
+                "reason": "output was dropped while the job store was unreachable (the gateway holds back a bounded amount)",
+                "dropped_events": unstored.dropped_events,
+                "dropped_bytes": unstored.dropped_bytes,
+            }),
+        });
+        unstored.dropped_events = 0;
+        unstored.dropped_bytes = 0;
+    }
+    let held = batch.len();
+    batch.extend(events);
+    if batch.is_empty() {
+        return 0;
+    }
+    let (appended, error) = log.append_all(batch.clone());
+    let mut taken = appended.len().saturating_sub(held);
+    if let Some(e) = &error {
+        let rest = batch.split_off(appended.len());
+        if e.is_unavailable() {
+            if unstored.events.is_empty() && !unstored.retrying {
+                tracing::warn!(job = %job_id, error = %e, "the job store is unreachable: holding this job's events back until it answers");
+            }
+            for (i, ev) in rest.into_iter().enumerate() {
+                if appended.len() + i >= held {
+                    taken += 1;
+                }
+                hold(&mut unstored, ev);
+            }
+            if !unstored.retrying {
+                unstored.retrying = true;
+                retry_unstored(log.clone(), live.clone(), job_id.to_string());
+            }
+        } else {
+            tracing::error!(job = %job_id, error = %e, "cannot append to the job log");
+        }
+    }
+    drop(unstored);
+    let taken = taken.min(fresh);
+    let Some(next) = appended.last().map(|ev| ev.seq + 1) else { return taken };
     for ev in appended {
         recent.bytes += event_bytes(&ev);
         recent.events.push_back(ev);
@@ -174,7 +257,50 @@ fn append(log: &JobLog, live: &Live, job_id: &str, events: Vec<JobEventKind>) ->
     }
     drop(recent);
     live.next_seq.send_replace(next);
-    count
+    taken
+}
+
+/// Holds `ev` back for the store, within [`UNSTORED_BYTES`] (an exit always).
+fn hold(unstored: &mut Unstored, ev: JobEventKind) {
+    let size = unstored_bytes(&ev);
+    if unstored.bytes + size <= UNSTORED_BYTES || matches!(ev, JobEventKind::Exit { .. }) {
+        unstored.bytes += size;
+        unstored.events.push_back(ev);
+    } else {
+        unstored.dropped_events += 1;
+        unstored.dropped_bytes += size as u64;
+    }
+}
+
+fn unstored_bytes(e: &JobEventKind) -> usize {
+    match e {
+        JobEventKind::Stdout { data } | JobEventKind::Stderr { data } | JobEventKind::Pty { data } => data.len() + 64,
+        _ => 256,
+    }
+}
+
+/// Offers a job's held-back events to the store every [`UNSTORED_RETRY`] until it takes them
+/// all (or refuses them for another reason than being unreachable). A thread of its own: the
+/// job may be quiet, or over, when the store returns.
+fn retry_unstored(log: JobLog, live: Arc<Live>, job_id: String) {
+    let spawned = std::thread::Builder::new().name("axp-job-catch-up".into()).spawn(move || {
+        loop {
+            std::thread::sleep(UNSTORED_RETRY);
+            append_or_hold(&log, &live, &job_id, Vec::new(), true);
+            let mut unstored = lock(&live.unstored);
+            if unstored.events.is_empty() {
+                unstored.retrying = false;
+                drop(unstored);
+                // A watcher waiting on a job whose exit was held back learns it has ended.
+                live.next_seq.send_modify(|_| {});
+                tracing::info!(job = %job_id, "the job store answers again: this job's held-back events are appended");
+                return;
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start a thread to append held-back job events");
+    }
 }
 
 #[derive(Clone)]
@@ -187,21 +313,80 @@ pub struct Jobs {
     quotas: Arc<crate::auth::quotas::Quotas>,
     /// Audits files written by jobs (`writes.rs`), when set.
     writes: Option<Arc<crate::execution::writes::Writes>>,
+    /// The other replicas sharing a PostgreSQL store, once joined (`jobs/remote.rs`).
+    replicas: Option<Arc<Replicas>>,
 }
 
-/// What `job.attach` returns to a non-streaming client.
+/// What `job.attach` returns to a non-streaming client; `E` is the events, decoded (the
+/// default) or as their log stores them ([`EventLines`], for a replay that passes them on).
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct AttachBatch {
-    pub events: Vec<JobEvent>,
+pub struct AttachBatch<E = Vec<JobEvent>> {
+    pub events: E,
     pub next_seq: u64,
     pub done: bool,
+}
+
+/// A run of a job's events as [`Jobs::attach`] reads them: from the job's in-memory tail, or
+/// from its log.
+pub trait Events: Sized + Send + 'static {
+    fn from_recent(events: Vec<JobEvent>) -> Result<Self, RpcError>;
+    fn from_log(store: &Store, job_id: &str, from_seq: u64, limit: usize) -> axp_store::Result<Self>;
+    fn is_empty(&self) -> bool;
+    /// The seq after the last event, if there is one.
+    fn next_seq(&self) -> Option<u64>;
+    /// Whether the job's exit is among them (it is always the last).
+    fn has_exit(&self) -> bool;
+}
+
+impl Events for Vec<JobEvent> {
+    fn from_recent(events: Vec<JobEvent>) -> Result<Self, RpcError> {
+        Ok(events)
+    }
+    fn from_log(store: &Store, job_id: &str, from_seq: u64, limit: usize) -> axp_store::Result<Self> {
+        store.read_log(job_id, from_seq, limit)
+    }
+    fn is_empty(&self) -> bool {
+        Vec::is_empty(self)
+    }
+    fn next_seq(&self) -> Option<u64> {
+        self.last().map(|e| e.seq + 1)
+    }
+    fn has_exit(&self) -> bool {
+        self.last().is_some_and(|e| matches!(e.kind, JobEventKind::Exit { .. }))
+    }
+}
+
+impl Events for EventLines {
+    fn from_recent(events: Vec<JobEvent>) -> Result<Self, RpcError> {
+        EventLines::encode(&events).map_err(|e| internal("encoding job events", e))
+    }
+    fn from_log(store: &Store, job_id: &str, from_seq: u64, limit: usize) -> axp_store::Result<Self> {
+        store.log_reader(job_id)?.read_lines(from_seq, limit)
+    }
+    fn is_empty(&self) -> bool {
+        EventLines::is_empty(self)
+    }
+    fn next_seq(&self) -> Option<u64> {
+        EventLines::next_seq(self)
+    }
+    fn has_exit(&self) -> bool {
+        self.last().is_some_and(|e| matches!(e.kind, JobEventKind::Exit { .. }))
+    }
 }
 
 const MAX_ATTACH_BATCH: usize = 1000;
 
 impl Jobs {
     pub fn new(store: Store, metrics: Arc<crate::metrics::Metrics>) -> Self {
-        Self { store, live: Arc::default(), finished: Arc::default(), metrics, quotas: Arc::default(), writes: None }
+        Self {
+            store,
+            live: Arc::default(),
+            finished: Arc::default(),
+            metrics,
+            quotas: Arc::default(),
+            writes: None,
+            replicas: None,
+        }
     }
 
     /// Records the files every job writes in the audit log (`writes.rs`).
@@ -257,7 +442,10 @@ impl Jobs {
         work: Work,
     ) -> Result<(JobRecord, bool), RpcError> {
         let rec = new_record(&id, session_id, kind, spec, JobState::Running, idempotency_key);
-        let log = match self.store.start_job(&rec).map_err(|e| internal("recording a job", e))? {
+        // When the store is unreachable this says so plainly: the client can retry later, or on
+        // another replica.
+        let started = self.store.start_job(&rec).map_err(|e| store_error("recording a job", e))?;
+        let log = match started {
             Started::Existing(existing) => return Ok((existing, false)),
             Started::New(log) => log,
         };
@@ -299,6 +487,7 @@ impl Jobs {
                 _ => append(&sink.log, &sink.live, job_id, vec![exit.clone()]) == 1,
             };
             if !exit_in
+                && lock(&sink.live.unstored).events.is_empty()
                 && let Err(e) =
                     self.store.set_job_state(job_id, *state, *code, signal.clone(), error.clone(), Some(now_ms()))
             {
@@ -335,14 +524,14 @@ impl Jobs {
 
     /// Looks a job up and checks it belongs to `session_id`.
     pub fn get(&self, session_id: &str, job_id: &str) -> Result<JobRecord, RpcError> {
-        match self.store.get_job(job_id).map_err(|e| internal("reading a job", e))? {
+        match self.store.get_job(job_id).map_err(|e| store_error("reading a job", e))? {
             Some(j) if j.session_id == session_id => Ok(j),
             _ => Err(RpcError::new(ErrorCode::UnknownJob, format!("no job `{job_id}` in this session"))),
         }
     }
 
     pub fn list(&self, session_id: &str) -> Result<Vec<JobRecord>, RpcError> {
-        self.store.list_jobs(session_id).map_err(|e| internal("listing jobs", e))
+        self.store.list_jobs(session_id).map_err(|e| store_error("listing jobs", e))
     }
 
     /// The next seq this job will write (its log length).
@@ -361,24 +550,53 @@ impl Jobs {
         wait: Duration,
         limit: usize,
     ) -> Result<AttachBatch, RpcError> {
+        self.attach_as(job, from_seq, wait, limit).await
+    }
+
+    /// [`Jobs::attach`], with the events read as `E`.
+    pub async fn attach_as<E: Events>(
+        &self,
+        job: &JobRecord,
+        from_seq: u64,
+        wait: Duration,
+        limit: usize,
+    ) -> Result<AttachBatch<E>, RpcError> {
         let limit = limit.clamp(1, MAX_ATTACH_BATCH);
         let handle = self.handle(&job.id);
-        let mut events = self.read(handle.as_deref(), &job.id, from_seq, limit).await?;
+        let mut events: E = self.read(handle.as_deref(), &job.id, from_seq, limit).await?;
         if events.is_empty() && !wait.is_zero() {
             let live = lock(&self.live).get(&job.id).cloned();
             if let Some(live) = live {
                 let mut rx = live.next_seq.subscribe();
-                let ended = || live.finished.load(std::sync::atomic::Ordering::SeqCst);
+                let ended = || live.ended();
                 let _ = tokio::time::timeout(wait, rx.wait_for(|n| *n > from_seq || ended())).await;
                 events = self.read(handle.as_deref(), &job.id, from_seq, limit).await?;
+            } else if let Some(mut rx) = self.follow_elsewhere(&job.id) {
+                // The job runs on another replica: wake on its owner's report of an append, and
+                // read the log every `FOLLOW_POLL` anyway, in case a report was lost.
+                let deadline = tokio::time::Instant::now() + wait;
+                loop {
+                    let slice =
+                        remote::FOLLOW_POLL.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+                    let _ = tokio::time::timeout(slice, rx.wait_for(|n| *n > from_seq)).await;
+                    events = self.read(None, &job.id, from_seq, limit).await?;
+                    if !events.is_empty() || tokio::time::Instant::now() >= deadline || self.is_terminal(&job.id) {
+                        break;
+                    }
+                }
             }
         }
-        let next_seq = events.last().map_or(from_seq, |e| e.seq + 1);
-        let done = events.iter().any(|e| matches!(e.kind, JobEventKind::Exit { .. }))
+        let next_seq = events.next_seq().unwrap_or(from_seq);
+        let done = events.has_exit()
             || match &handle {
-                Some(l) if l.finished.load(std::sync::atomic::Ordering::SeqCst) => next_seq >= *l.next_seq.borrow(),
+                Some(l) if l.ended() => next_seq >= *l.next_seq.borrow(),
                 Some(_) => false,
-                None => !self.is_live(&job.id) && next_seq >= self.next_seq(&job.id) && self.is_terminal(&job.id),
+                // The record's end first, then the log's length: a job's end is recorded in the
+                // statement that appends its exit, so a log read after the end was seen holds the
+                // exit. The other order could see the length before the exit, then the end, and
+                // say `done` to a reader that never got the exit (a job on another replica ends
+                // while this one reads).
+                None => !self.is_live(&job.id) && self.is_terminal(&job.id) && next_seq >= self.next_seq(&job.id),
             };
         // Asked past the end of a log that is complete: say where it really ends, rather than
         // echo a position the log never had.
@@ -387,22 +605,31 @@ impl Jobs {
     }
 
     /// Events from `from_seq`: from the job's in-memory tail when it holds them, else the log.
-    async fn read(
+    async fn read<E: Events>(
         &self,
         handle: Option<&Live>,
         job_id: &str,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<JobEvent>, RpcError> {
+    ) -> Result<E, RpcError> {
         if let Some(events) = handle.and_then(|l| l.read_recent(from_seq, limit)) {
-            return Ok(events);
+            return E::from_recent(events);
         }
         let store = self.store.clone();
         let id = job_id.to_string();
-        tokio::task::spawn_blocking(move || store.read_log(&id, from_seq, limit))
+        tokio::task::spawn_blocking(move || E::from_log(&store, &id, from_seq, limit))
             .await
             .map_err(|e| internal("reading a job log", e))?
-            .map_err(|e| internal("reading a job log", e))
+            .map_err(|e| store_error("reading a job log", e))
+    }
+
+    /// The session a job belongs to: from memory while it runs (every call a provider is
+    /// making), else from its record.
+    pub fn session_of(&self, job_id: &str) -> Option<String> {
+        if let Some(l) = lock(&self.live).get(job_id) {
+            return Some(l.session_id.clone());
+        }
+        self.store.get_job(job_id).ok().flatten().map(|j| j.session_id)
     }
 
     pub fn is_live(&self, job_id: &str) -> bool {
@@ -413,7 +640,20 @@ impl Jobs {
         self.store.get_job(job_id).ok().flatten().is_none_or(|j| j.state.is_terminal())
     }
 
+    /// Cancels a running or parked job, on whichever replica runs it; `false` if it is not
+    /// running (it ended, or the replica running it did not answer).
     pub fn cancel(&self, job_id: &str) -> bool {
+        match self.forward(job_id, remote::Ask::Cancel) {
+            Some(Ok(cancelled)) => cancelled.as_bool() == Some(true),
+            Some(Err(e)) => {
+                tracing::warn!(job = job_id, reason = %e.message, "cannot cancel a job on another replica");
+                false
+            }
+            None => self.cancel_here(job_id),
+        }
+    }
+
+    fn cancel_here(&self, job_id: &str) -> bool {
         let parked = lock(&self.live).get(job_id).is_some_and(|l| l.parked.load(std::sync::atomic::Ordering::SeqCst));
         if parked {
             if self.claim_parked(job_id).is_err() {
@@ -443,8 +683,16 @@ impl Jobs {
         true
     }
 
-    /// Sets a PTY job's window size (the foreground process group gets SIGWINCH).
+    /// Sets a PTY job's window size (the foreground process group gets SIGWINCH), on
+    /// whichever replica runs it.
     pub fn resize(&self, job_id: &str, rows: u16, cols: u16) -> Result<(), RpcError> {
+        match self.forward(job_id, remote::Ask::Resize { rows, cols }) {
+            Some(answer) => answer.map(drop),
+            None => self.resize_here(job_id, rows, cols),
+        }
+    }
+
+    fn resize_here(&self, job_id: &str, rows: u16, cols: u16) -> Result<(), RpcError> {
         let t = lock(&self.live).get(job_id).and_then(|l| lock(&l.terminal).clone());
         let Some(t) = t else {
             return Err(RpcError::invalid_params("the job has no terminal (not a PTY job, or it ended)"));
@@ -459,7 +707,17 @@ impl Jobs {
     /// init forwards it to the terminal's foreground group *inside* the job's pid namespace. The
     /// gateway never signals a group the sandbox chose: a group id read from the host side of
     /// the terminal names whatever host process reuses that number once the group is gone.
+    ///
+    /// A job that runs on another replica is signalled there.
     pub fn signal(&self, job_id: &str, signal: &str) -> Result<(), RpcError> {
+        parse_signal(signal)?;
+        match self.forward(job_id, remote::Ask::Signal { signal: signal.to_string() }) {
+            Some(answer) => answer.map(drop),
+            None => self.signal_here(job_id, signal),
+        }
+    }
+
+    fn signal_here(&self, job_id: &str, signal: &str) -> Result<(), RpcError> {
         let sig = parse_signal(signal)?;
         let (terminal, pid) = match lock(&self.live).get(job_id) {
             Some(l) => (lock(&l.terminal).is_some(), *lock(&l.pid)),
@@ -482,8 +740,18 @@ impl Jobs {
         nix::sys::signal::kill(pgid, sig).map_err(|e| internal("signalling a job", e))
     }
 
-    /// Writes to a command job's stdin; `eof` closes it.
+    /// Writes to a command job's stdin, on whichever replica runs it; `eof` closes it.
     pub async fn write(&self, job_id: &str, data: Vec<u8>, eof: bool) -> Result<(), RpcError> {
+        if self.replicas.is_some()
+            && !self.is_live(job_id)
+            && let Some(done) = self.forward_write(job_id, data.clone(), eof).await
+        {
+            return done;
+        }
+        self.write_here(job_id, data, eof).await
+    }
+
+    async fn write_here(&self, job_id: &str, data: Vec<u8>, eof: bool) -> Result<(), RpcError> {
         let tx = lock(&self.live).get(job_id).and_then(|l| lock(&l.stdin).clone());
         let Some(tx) = tx else {
             return Err(RpcError::invalid_params("the job has no open stdin (not a command job, or it ended)"));

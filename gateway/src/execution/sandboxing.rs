@@ -152,6 +152,9 @@ pub fn compile(
     if let Some(cwd) = &spec.cwd {
         b = b.cwd(cwd);
     }
+    if let Some(nice) = spec.policy.nice {
+        b = b.limits(axp_sandbox::Limits { nice: Some(nice.into()), ..axp_sandbox::Limits::default() });
+    }
     // Network: nothing (loopback only) unless granted, and then only through the proxy of the
     // grants' owner (the session or provider) that enforces exactly these grants.
     if !spec.policy.net.is_empty() {
@@ -272,6 +275,10 @@ pub fn command_spec(
     })
 }
 
+/// The nice value of a session's jobs (see [`session_policy`]). 10 gives a CPU-bound job about a
+/// tenth of the weight of a process at the default priority (CFS weights 110 against 1024).
+pub const JOB_NICE: u8 = 10;
+
 /// The policy a session's processes run under, compiled from its grants (never from the agent).
 /// Every `fs.*` path is resolved again now and must still lie within what the session was
 /// granted at open: a directory inside a grant that has since become a symlink is refused here,
@@ -279,8 +286,14 @@ pub fn command_spec(
 pub fn session_policy(s: &Session, extra_read: &[std::path::PathBuf]) -> Result<ProcessPolicy, RpcError> {
     let caps = crate::auth::grants::resolve_within(&s.caps, &s.granted).map_err(|o| o.to_rpc("the session"))?;
     // The session's own egress proxy (its limits, its audit attribution; stopped at close).
-    let mut policy =
-        ProcessPolicy { net_scope: axp_providers::NetScope::Session(s.id.clone()), ..ProcessPolicy::default() };
+    // An agent's jobs run below the gateway's CPU priority, so that however busy they keep the
+    // CPUs, the gateway still answers promptly (index, attach, cancel, other sessions' calls).
+    // Without contention the nice value changes nothing.
+    let mut policy = ProcessPolicy {
+        net_scope: axp_providers::NetScope::Session(s.id.clone()),
+        nice: Some(JOB_NICE),
+        ..ProcessPolicy::default()
+    };
     for c in caps.iter() {
         match c {
             Capability::FsRead(p) => policy.fs_read.push(p.into()),

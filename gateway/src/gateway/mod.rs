@@ -176,19 +176,16 @@ impl Gateway {
     }
 
     /// Appends one audit record and waits until it is durable; a request whose record cannot
-    /// be written fails rather than going unrecorded.
+    /// be written fails rather than going unrecorded. The line is written here and the wait for
+    /// its fsync is on the audit log's one sync thread, which covers every record waiting with
+    /// one fsync: no runtime or blocking-pool thread is parked per record, however slow the
+    /// disk.
     pub async fn audit(&self, kind: Kind, session: Option<&str>, detail: Value) -> Result<(), RpcError> {
-        if self.audit.durability() != axp_audit::Durability::EachAppend {
-            // Only a `write(2)` into the page cache: not worth a hop to the blocking pool.
-            self.audit
-                .append(kind, session, "gateway", detail)
-                .map_err(|e| crate::util::internal("writing the audit log", e))?;
-            return Ok(());
-        }
-        let log = self.audit.clone();
-        let session = session.map(str::to_string);
-        tokio::task::spawn_blocking(move || log.append(kind, session.as_deref(), "gateway", detail))
-            .await
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.audit.append_then(kind, session, "gateway", detail, move |r| {
+            let _ = tx.send(r);
+        });
+        rx.await
             .map_err(|e| crate::util::internal("writing the audit log", e))?
             .map_err(|e| crate::util::internal("writing the audit log", e))?;
         Ok(())

@@ -29,7 +29,7 @@ use async_trait::async_trait;
 use axp_audit::Kind;
 use axp_protocol::jsonrpc::{Id, Request, Response};
 use axp_protocol::{ErrorCode, RpcError};
-use axp_providers::{ClientAsk, ClientRelay, ProviderId};
+use axp_providers::{CallerClient, ClientAsk, ClientRelay, ProviderId};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
@@ -60,6 +60,8 @@ pub struct ClientAsks {
 pub struct InputAsk {
     pub method: String,
     pub params: Value,
+    /// The server's own key for it, when it asked in an `input_required` result of its own.
+    pub key: Option<String>,
     pub answer: oneshot::Sender<Answer>,
 }
 
@@ -141,9 +143,13 @@ impl ClientAsks {
         self.parked_lock().remove(state)
     }
 
-    /// A fresh key for one request in an `input_required` result.
-    pub fn next_key(&self) -> String {
-        format!("r{}", self.next.fetch_add(1, Ordering::Relaxed))
+    /// The key of `ask` in a round that already has `taken`: the server's own key when it
+    /// gave one that is free (so a client sees the names the server chose), else a fresh one.
+    pub fn key_for(&self, ask: &InputAsk, taken: &[(String, InputAsk)]) -> String {
+        match &ask.key {
+            Some(k) if !taken.iter().any(|(t, _)| t == k) => k.clone(),
+            _ => format!("r{}", self.next.fetch_add(1, Ordering::Relaxed)),
+        }
     }
 }
 
@@ -196,25 +202,36 @@ impl Gateway {
         let _ = tx.send(answer);
     }
 
+    /// The MCP client of one call (`during`: the call's `meta`, which names its job or, outside
+    /// a tool call, its session): its declared capabilities and revision. `None` when the
+    /// session did not come over MCP.
+    pub fn client_during(&self, during: &Value) -> Option<CallerClient> {
+        let session = self.session_of(during)?;
+        let (capabilities, stateless) = self.client_asks.clients().get(&session).cloned()?;
+        Some(CallerClient { capabilities, stateless, session })
+    }
+
+    /// The session of a call's `meta`: its job's (a tool call), or the one it names (a request
+    /// served outside a tool call). The session id itself is never put in a tool call's `meta`:
+    /// providers hand that to plugins, and an MCP session id is a credential.
+    fn session_of(&self, meta: &Value) -> Option<String> {
+        match meta.get("job_id").and_then(Value::as_str) {
+            Some(job) => self.jobs.session_of(job),
+            None => meta.get("session_id").and_then(Value::as_str).map(str::to_string),
+        }
+    }
+
     /// Relays `ask` from `provider` to the one session whose call caused it; audits it.
     pub async fn ask_client(&self, provider: &ProviderId, ask: ClientAsk) -> Answer {
-        let jobs: Vec<(String, String)> = ask
-            .during
-            .iter()
-            .filter_map(|m| m.get("job_id").and_then(Value::as_str))
-            .filter_map(|job| self.jobs.store().get_job(job).ok().flatten())
-            .map(|j| (j.session_id, j.id))
-            .collect();
-        // Requests served outside a tool call (a prompt get, a resource read) name their session.
-        let direct = ask.during.iter().filter_map(|m| m.get("session_id").and_then(Value::as_str).map(str::to_string));
-        let sessions: BTreeSet<String> = jobs.iter().map(|(s, _)| s.clone()).chain(direct).collect();
+        let sessions: BTreeSet<String> = ask.during.iter().filter_map(|m| self.session_of(m)).collect();
         let answer = match sessions.len() {
             0 => Err(refused(format!(
                 "no client call to `{provider}` is running, so no client is attached to answer `{}`",
                 ask.method
             ))),
             1 => {
-                let jobs: Vec<&str> = jobs.iter().map(|(_, j)| j.as_str()).collect();
+                let jobs: Vec<&str> =
+                    ask.during.iter().filter_map(|m| m.get("job_id").and_then(Value::as_str)).collect();
                 self.send_to_client(sessions.iter().next().map(String::as_str).unwrap_or(""), &jobs, &ask).await
             }
             n => Err(RpcError::internal(format!(
@@ -281,7 +298,8 @@ impl Gateway {
             return Err(refused(format!("no call of the client is waiting to return `{}` to it", ask.method)));
         };
         let (tx, rx) = oneshot::channel();
-        let input = InputAsk { method: ask.method.clone(), params: ask.params.clone(), answer: tx };
+        let input =
+            InputAsk { method: ask.method.clone(), params: ask.params.clone(), key: ask.key.clone(), answer: tx };
         if watcher.send(input).is_err() {
             return Err(refused(format!("the client's call ended before `{}` could reach it", ask.method)));
         }
@@ -309,6 +327,10 @@ impl ClientRelay for Relay {
             Some(gw) => gw.ask_client(provider, ask).await,
             None => Err(refused("the gateway is shutting down".into())),
         }
+    }
+
+    fn client_of(&self, during: &Value) -> Option<CallerClient> {
+        self.0.upgrade()?.client_during(during)
     }
 }
 

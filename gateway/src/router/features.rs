@@ -14,11 +14,12 @@
 //! injection, exfiltration …) before it is listed, as a tool's description does.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axp_audit::Kind;
 use axp_protocol::{ErrorCode, RpcError};
-use axp_providers::{DynProvider, ProviderError, ProviderId};
+use axp_providers::{DynProvider, InputAnswers, ProviderError, ProviderId};
 use serde_json::{Map, Value, json};
 
 use super::Ctx;
@@ -82,6 +83,53 @@ fn unknown_resource(uri: &str) -> RpcError {
 
 fn unknown_prompt(name: &str) -> RpcError {
     RpcError::invalid_params(format!("no mounted server offers the prompt `{name}`")).with_data("name", name)
+}
+
+/// What one `subscriptions/listen` stream is subscribed to (see
+/// [`Gateway::listen_resources`]); dropped when the stream ends, which unsubscribes it.
+pub struct ResourceListen {
+    gw: std::sync::Weak<Gateway>,
+    /// The session whose grants allowed the subscriptions, which updates are addressed to.
+    pub session: String,
+    /// The URIs honoured, as the client wrote them.
+    pub uris: Vec<String>,
+    upstream: Vec<(DynProvider, String)>,
+}
+
+impl Drop for ResourceListen {
+    fn drop(&mut self) {
+        let Some(gw) = self.gw.upgrade() else { return };
+        for (provider, uri) in self.upstream.drain(..) {
+            if gw.listeners.unsubscribe(provider.id(), &uri, &self.session)
+                && let Ok(rt) = tokio::runtime::Handle::try_current()
+            {
+                rt.spawn(async move {
+                    if let Err(e) = provider.subscribe_resource(&uri, false).await {
+                        tracing::warn!(provider = %provider.id(), uri, error = %e, "unsubscribing upstream failed");
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// A 2026-07-28 client's answers to a server's `input_required` round (`inputResponses` and the
+/// server's `requestState`), carried back to the server with the same request.
+fn input_answers(p: &Value) -> Result<Option<InputAnswers>, RpcError> {
+    let responses = match p.get("inputResponses") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(m)) => Some(m.clone()),
+        Some(_) => return Err(RpcError::invalid_params("`inputResponses` must be an object of results by key")),
+    };
+    let request_state = match p.get("requestState") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(RpcError::invalid_params("`requestState` must be the string the round gave")),
+    };
+    if responses.is_none() && request_state.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(InputAnswers { responses: responses.unwrap_or_default(), request_state }))
 }
 
 /// A provider's failure as the client sees it; unknown names keep the name the client used.
@@ -225,7 +273,8 @@ impl Gateway {
         let id = m.provider.id().clone();
         self.may_read(&s, &id, &upstream)?;
         self.serving(&m)?;
-        let mut r = for_session(&s, m.provider.read_resource(&upstream))
+        let answers = input_answers(p)?;
+        let mut r = for_session(&s, m.provider.read_resource(&upstream, answers))
             .await
             .map_err(|e| in_client_terms(lookup_error(&e, || unknown_resource(uri)), &upstream, uri))?;
         if let Some(contents) = r.get_mut("contents").and_then(Value::as_array_mut) {
@@ -272,6 +321,39 @@ impl Gateway {
         Ok(json!({}))
     }
 
+    /// The resource subscriptions of a 2026-07-28 `subscriptions/listen` stream: each URI the
+    /// request's session may read and a serving server can be subscribed to is subscribed for
+    /// that session (upstream too, while at least one listener wants it), as
+    /// `resources/subscribe` does for a 2025 session. The rest are left out of what the stream
+    /// acknowledges. Dropping the answer ends the subscriptions.
+    pub async fn listen_resources(
+        self: &Arc<Self>,
+        p: &Value,
+        ctx: &Ctx,
+        uris: &[String],
+    ) -> Result<ResourceListen, RpcError> {
+        let s = self.session_or_default(p, ctx)?;
+        let mut listen =
+            ResourceListen { gw: Arc::downgrade(self), session: s.id.clone(), uris: Vec::new(), upstream: Vec::new() };
+        for uri in uris {
+            let Ok((m, upstream)) = self.route_uri(uri).await else { continue };
+            let id = m.provider.id().clone();
+            if self.may_read(&s, &id, &upstream).is_err() || self.serving(&m).is_err() {
+                continue;
+            }
+            if self.listeners.subscribe(&id, &upstream, s.clone())
+                && let Err(e) = m.provider.subscribe_resource(&upstream, true).await
+            {
+                self.listeners.unsubscribe(&id, &upstream, &s.id);
+                tracing::debug!(provider = %id, uri = upstream, error = %e, "a listen stream's resource subscription was not honoured");
+                continue;
+            }
+            listen.uris.push(uri.clone());
+            listen.upstream.push((m.provider.clone(), upstream));
+        }
+        Ok(listen)
+    }
+
     pub async fn prompts_list(&self, p: &Value, ctx: &Ctx) -> Result<Value, RpcError> {
         let s = self.session_or_default(p, ctx)?;
         let mut items = Vec::new();
@@ -310,7 +392,8 @@ impl Gateway {
                 unknown_prompt(name).with_data("reason", "refused by the registration lint (see the gateway log)")
             );
         }
-        for_session(&s, m.provider.get_prompt(&own, arguments))
+        let answers = input_answers(p)?;
+        for_session(&s, m.provider.get_prompt(&own, arguments, answers))
             .await
             .map_err(|e| lookup_error(&e, || unknown_prompt(name)))
     }

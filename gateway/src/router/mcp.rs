@@ -59,7 +59,7 @@ impl Gateway {
 
     pub fn tools_list(&self, ctx: &Ctx) -> Result<Value, RpcError> {
         let s = self.session_or_default(&Value::Null, ctx)?;
-        let entries = self.registry.entries(&|n| s.caps.allows_tool(n));
+        let entries = self.registry.entries_in_server_order(&|n| s.caps.allows_tool(n));
         if entries.len() <= self.options.inline_tools_max {
             let tools: Vec<Value> = entries
                 .iter()
@@ -206,9 +206,11 @@ impl Gateway {
         };
         // A server that needs several answers asks for them back to back: those that arrive
         // within a moment go out in the same round, so the client answers them together.
-        let mut asks = vec![(self.client_asks.next_key(), first)];
-        while let Ok(Some(more)) = tokio::time::timeout(Duration::from_millis(100), inputs.recv()).await {
-            asks.push((self.client_asks.next_key(), more));
+        let mut asks = Vec::new();
+        let mut next = Some(first);
+        while let Some(ask) = next {
+            asks.push((self.client_asks.key_for(&ask, &asks), ask));
+            next = tokio::time::timeout(Duration::from_millis(100), inputs.recv()).await.ok().flatten();
         }
         Ok(self.input_required(job, tool, asks, inputs))
     }
@@ -303,7 +305,7 @@ impl Gateway {
                     }
                     let _ = push.send(Push {
                         event_id: Some(format!("{}:{}", job.id, e.seq)),
-                        message: Notification::new("notifications/progress", params).to_value(),
+                        message: Notification::new("notifications/progress", params).to_value().into(),
                     });
                 }
                 if matches!(e.kind, JobEventKind::Result { .. } | JobEventKind::Exit { .. }) {

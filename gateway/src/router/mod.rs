@@ -7,6 +7,7 @@
 //! transports only frame bytes and never decide.
 
 mod approvals;
+mod console;
 mod features;
 mod jobs;
 mod mcp;
@@ -35,7 +36,40 @@ use crate::gateway::Gateway;
 #[derive(Debug, Clone)]
 pub struct Push {
     pub event_id: Option<String>,
-    pub message: Value,
+    pub message: Message,
+}
+
+/// A pushed message: a JSON value, or one already serialized (a replayed job event, passed on
+/// as its log stores it rather than decoded and encoded again).
+#[derive(Debug, Clone)]
+pub enum Message {
+    Json(Value),
+    Text(String),
+}
+
+impl From<Value> for Message {
+    fn from(v: Value) -> Self {
+        Message::Json(v)
+    }
+}
+
+impl Message {
+    /// The message as JSON text.
+    pub fn into_text(self) -> String {
+        match self {
+            Message::Json(v) => v.to_string(),
+            Message::Text(t) => t,
+        }
+    }
+}
+
+impl std::fmt::Display for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Message::Json(v) => v.fmt(f),
+            Message::Text(t) => f.write_str(t),
+        }
+    }
 }
 
 /// Per-request context from the transport.
@@ -183,7 +217,7 @@ impl Gateway {
             "supportedVersions": revision::supported_versions(),
             "capabilities": {
                 "tools": {"listChanged": true},
-                "resources": {"listChanged": true},
+                "resources": {"listChanged": true, "subscribe": true},
                 "prompts": {"listChanged": true},
                 "completions": {},
             },
@@ -280,6 +314,7 @@ impl Gateway {
             }
             "job.start" => self.job_start(&p, ctx).await,
             "job.approve" | "job.deny" | "job.pending" | "cap.revoke" => approvals::call(self, &req.method, &p).await,
+            m if m.starts_with("console.") => console::call(self, m, &p).await,
             "job.attach" => {
                 let s = self.session(&p, ctx)?;
                 let a: JobAttachParams = params(&p)?;

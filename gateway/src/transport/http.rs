@@ -12,6 +12,7 @@ use std::time::Duration;
 use axp_protocol::jsonrpc::{Id, Incoming, Notification, Response, parse_incoming};
 use axp_protocol::methods::JobEventKind;
 use axp_protocol::{ErrorCode, RpcError};
+use axp_store::EventLines;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -26,7 +27,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
 
 use crate::gateway::Gateway;
-use crate::router::{Ctx, Push, revision};
+use crate::router::{Ctx, Message, Push, revision};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const CAP_HEADER: &str = "axp-capability";
@@ -47,6 +48,8 @@ pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .with_state(state)
+        // The web console's static files (`/ui`).
+        .merge(super::ui::router(gw.clone()))
         // The legacy 2024-11-05 transport: `GET /sse` and `POST /messages`.
         .merge(super::legacy_sse::router(gw, max_body))
 }
@@ -179,7 +182,7 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
         if ctx.operator.is_none() {
             return rpc_error(StatusCode::UNAUTHORIZED, crate::auth::operators::operator_required("listening"));
         }
-        return super::listen::serve(st.gw.clone(), &st.listens, req);
+        return super::listen::serve(st.gw.clone(), &st.listens, req, &ctx).await;
     }
     let accepts_sse =
         headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"));
@@ -208,7 +211,7 @@ async fn post(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Htt
     tokio::spawn(async move {
         // `None`: the client cancelled the request, and the stream ends without a response.
         if let Some(resp) = gw.handle(Incoming::Request(req), &ctx).await {
-            let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() });
+            let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default().into() });
         }
     });
     sse(UnboundedReceiverStream::new(rx))
@@ -295,7 +298,7 @@ pub(super) async fn read_body(body: Body, max: usize) -> Result<Bytes, Box<HttpR
 
 pub(super) fn sse(stream: impl Stream<Item = Push> + Send + 'static) -> HttpResponse {
     let events = stream.map(|p| {
-        let mut e = Event::default().data(p.message.to_string());
+        let mut e = Event::default().data(p.message.into_text());
         if let Some(id) = p.event_id {
             e = e.id(id);
         }
@@ -324,7 +327,7 @@ async fn attach_stream(gw: Arc<Gateway>, ctx: Ctx, req: axp_protocol::Request) -
     tokio::spawn(async move {
         let next = replay(&gw, &job, from, &tx, false).await;
         let resp = Response::ok(req.id, json!({"next_seq": next, "done": true}));
-        let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() }).await;
+        let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default().into() }).await;
     });
     sse(ReceiverStream::new(rx))
 }
@@ -343,6 +346,38 @@ async fn replay(
     tx: &mpsc::Sender<Push>,
     progress_only: bool,
 ) -> u64 {
+    if progress_only {
+        return replay_progress(gw, job, from, tx).await;
+    }
+    // The events go out as their log stores them, inside a `job.event` envelope: a replay of a
+    // large log is a copy per event, not a decode and an encode.
+    let mut seq = from;
+    loop {
+        let Ok(batch) = gw.jobs.attach_as::<EventLines>(job, seq, Duration::from_secs(15), 1000).await else {
+            return seq;
+        };
+        for (event_seq, line) in batch.events.iter() {
+            let mut text = String::with_capacity(line.len() + JOB_EVENT_HEAD.len() + 1);
+            text.push_str(JOB_EVENT_HEAD);
+            text.push_str(line);
+            text.push('}');
+            let id = Some(format!("{}:{event_seq}", job.id));
+            if tx.send(Push { event_id: id, message: Message::Text(text) }).await.is_err() {
+                return seq;
+            }
+        }
+        seq = batch.next_seq;
+        if batch.done {
+            return seq;
+        }
+    }
+}
+
+/// A `job.event` notification up to its params; the event's JSON and a `}` complete it.
+const JOB_EVENT_HEAD: &str = r#"{"jsonrpc":"2.0","method":"job.event","params":"#;
+
+/// [`replay`] of a job's progress events only, as MCP progress notifications.
+async fn replay_progress(gw: &Gateway, job: &axp_store::JobRecord, from: u64, tx: &mpsc::Sender<Push>) -> u64 {
     let token = job.spec.get("progress_token").cloned();
     let mut seq = from;
     loop {
@@ -350,20 +385,14 @@ async fn replay(
             return seq;
         };
         for e in &batch.events {
+            let (JobEventKind::Progress { progress, total, message }, Some(t)) = (&e.kind, &token) else { continue };
+            let message = Notification::new(
+                "notifications/progress",
+                json!({"progressToken": t, "progress": progress, "total": total, "message": message}),
+            )
+            .to_value();
             let id = Some(format!("{}:{}", job.id, e.seq));
-            let message = if progress_only {
-                match (&e.kind, &token) {
-                    (JobEventKind::Progress { progress, total, message }, Some(t)) => Notification::new(
-                        "notifications/progress",
-                        json!({"progressToken": t, "progress": progress, "total": total, "message": message}),
-                    )
-                    .to_value(),
-                    _ => continue,
-                }
-            } else {
-                Notification::new("job.event", serde_json::to_value(e).unwrap_or_default()).to_value()
-            };
-            if tx.send(Push { event_id: id, message }).await.is_err() {
+            if tx.send(Push { event_id: id, message: message.into() }).await.is_err() {
                 return seq;
             }
         }
@@ -406,7 +435,9 @@ async fn get_stream(State(st): State<AppState>, headers: HeaderMap) -> HttpRespo
             let from_mcp = job.spec.get("origin").and_then(Value::as_str) == Some("mcp");
             replay(&gw, &job, seq + 1, &tx, from_mcp).await;
             if from_mcp && let Some(resp) = gw.final_response(&job).await {
-                let _ = tx.send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default() }).await;
+                let _ = tx
+                    .send(Push { event_id: None, message: serde_json::to_value(resp).unwrap_or_default().into() })
+                    .await;
             }
         });
         return sse(ReceiverStream::new(rx));
@@ -418,7 +449,7 @@ async fn get_stream(State(st): State<AppState>, headers: HeaderMap) -> HttpRespo
     let stream = tokio_stream::wrappers::BroadcastStream::new(rx)
         .filter_map(|m| m.ok())
         .filter(move |o| o.reaches(Some(&me)))
-        .map(|o| Push { event_id: None, message: o.message });
+        .map(|o| Push { event_id: None, message: o.message.into() });
     sse(stream)
 }
 
@@ -471,10 +502,21 @@ async fn healthz(State(st): State<AppState>, headers: HeaderMap) -> HttpResponse
         .into_iter()
         .map(|(id, kind, up, reason, tools)| {
             let state = crate::catalog::registry::state_name(up, reason.as_deref());
-            json!({"id": id.0, "kind": kind, "state": state, "available": up, "reason": reason, "tools": tools})
+            let protocol = st.gw.registry.mount_of(&id).and_then(|(m, _)| m.provider.revision());
+            let mut p =
+                json!({"id": id.0, "kind": kind, "state": state, "available": up, "reason": reason, "tools": tools});
+            if let Some(v) = protocol {
+                p["protocol"] = json!(v);
+            }
+            p
         })
         .collect();
-    json_response(StatusCode::OK, &json!({"status": "ok", "providers": providers, "tools": st.gw.registry.len()}), None)
+    let refused = st.gw.admission.refused_tools();
+    json_response(
+        StatusCode::OK,
+        &json!({"status": "ok", "providers": providers, "tools": st.gw.registry.len(), "refused": refused}),
+        None,
+    )
 }
 
 async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> HttpResponse {

@@ -5,11 +5,14 @@
 //! `*/list_changed`, every one stamped with the subscription's id (the request's id) in
 //! `_meta`. A filter that honours nothing is answered with the final result at once.
 //!
-//! Honoured: `toolsListChanged`, `promptsListChanged`, `resourcesListChanged`. Not honoured:
-//! `resourceSubscriptions`, because `server/discover` does not declare `resources.subscribe`
-//! for stateless clients (their updates would need a subscription upstream that outlives any
-//! one request, which the gateway does not keep for them). Open streams are capped, so that
-//! clients cannot pile up broadcast subscribers without bound.
+//! Honoured: `toolsListChanged`, `promptsListChanged`, `resourcesListChanged`, and
+//! `resourceSubscriptions`: each listed URI that the request's session may read is subscribed
+//! for that session (and upstream, while anyone listens), for as long as the stream is open,
+//! and its `notifications/resources/updated` arrive on the stream; a URI that cannot be
+//! subscribed (unknown, not granted, a server without subscriptions) is left out of the
+//! acknowledgement. The session is the one the request names, or an implicit one that lasts
+//! its ten minutes. Open streams are capped, so that clients cannot pile up broadcast
+//! subscribers without bound.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,8 +24,8 @@ use tokio_stream::StreamExt;
 
 use super::http::{json_response, sse};
 use crate::gateway::Gateway;
-use crate::router::Push;
 use crate::router::revision::{META_SERVER_INFO, META_SUBSCRIPTION_ID};
+use crate::router::{Ctx, Push};
 
 /// At most this many listen streams are open at once.
 pub const MAX_LISTENS: usize = 1024;
@@ -33,6 +36,8 @@ const HONOURED: [(&str, &str); 3] = [
     ("promptsListChanged", "notifications/prompts/list_changed"),
     ("resourcesListChanged", "notifications/resources/list_changed"),
 ];
+
+const UPDATED: &str = "notifications/resources/updated";
 
 /// Counts open listen streams; a stream's slot is freed when its client goes away.
 #[derive(Default, Clone)]
@@ -55,18 +60,28 @@ fn stamp(id: &Value, mut params: Map<String, Value>) -> Value {
 }
 
 /// Answers one `subscriptions/listen` request.
-pub fn serve(gw: Arc<Gateway>, listens: &Listens, req: Request) -> axum::response::Response {
-    let filter = req.params.as_ref().and_then(|p| p.get("notifications")).and_then(Value::as_object);
-    let Some(filter) = filter else {
-        let e = RpcError::invalid_params("`notifications` (the subscription filter, an object) is required");
-        return json_response(axum::http::StatusCode::BAD_REQUEST, &Response::err(req.id, e), None);
+pub async fn serve(gw: Arc<Gateway>, listens: &Listens, req: Request, ctx: &Ctx) -> axum::response::Response {
+    let bad = |id, message: &str| {
+        let e = RpcError::invalid_params(message);
+        json_response(axum::http::StatusCode::BAD_REQUEST, &Response::err(id, e), None)
     };
-    let honoured: Map<String, Value> = HONOURED
+    let params = req.params.clone().unwrap_or(Value::Null);
+    let Some(filter) = params.get("notifications").and_then(Value::as_object) else {
+        return bad(req.id, "`notifications` (the subscription filter, an object) is required");
+    };
+    let wanted: Vec<String> = match filter.get("resourceSubscriptions") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => match serde_json::from_value(v.clone()) {
+            Ok(uris) => uris,
+            Err(_) => return bad(req.id, "`resourceSubscriptions` must be an array of resource URIs"),
+        },
+    };
+    let mut honoured: Map<String, Value> = HONOURED
         .iter()
         .filter(|(k, _)| filter.get(*k) == Some(&json!(true)))
         .map(|(k, _)| ((*k).to_string(), json!(true)))
         .collect();
-    let methods: Vec<&'static str> =
+    let mut methods: Vec<&'static str> =
         HONOURED.iter().filter(|(k, _)| honoured.contains_key(*k)).map(|(_, m)| *m).collect();
     if listens.0.fetch_add(1, Ordering::SeqCst) >= MAX_LISTENS {
         listens.0.fetch_sub(1, Ordering::SeqCst);
@@ -74,33 +89,58 @@ pub fn serve(gw: Arc<Gateway>, listens: &Listens, req: Request) -> axum::respons
         return json_response(axum::http::StatusCode::SERVICE_UNAVAILABLE, &Response::err(req.id, e), None);
     }
     let slot = Slot(listens.0.clone());
+    let resources = if wanted.is_empty() {
+        None
+    } else {
+        match gw.listen_resources(&params, ctx, &wanted).await {
+            Ok(r) => Some(r),
+            Err(e) => return json_response(axum::http::StatusCode::OK, &Response::err(req.id, e), None),
+        }
+    };
+    if let Some(r) = resources.as_ref().filter(|r| !r.uris.is_empty()) {
+        honoured.insert("resourceSubscriptions".into(), json!(r.uris));
+        methods.push(UPDATED);
+    }
     let id = serde_json::to_value(&req.id).unwrap_or(Value::Null);
     let ack = Notification::new(
         "notifications/subscriptions/acknowledged",
         stamp(&id, Map::from_iter([("notifications".into(), Value::Object(honoured))])),
     );
-    let first = Push { event_id: None, message: ack.to_value() };
+    let first = Push { event_id: None, message: ack.to_value().into() };
     if methods.is_empty() {
         let info = json!({"name": "axp", "version": env!("CARGO_PKG_VERSION")});
         let done = Response::ok(
             req.id,
             json!({"resultType": "complete", "_meta": {META_SUBSCRIPTION_ID: id, META_SERVER_INFO: info}}),
         );
-        let last = Push { event_id: None, message: serde_json::to_value(done).unwrap_or_default() };
+        let last = Push { event_id: None, message: serde_json::to_value(done).unwrap_or_default().into() };
         drop(slot);
         return sse(tokio_stream::iter([first, last]));
     }
     let rx = gw.notify.subscribe();
     let changes = tokio_stream::wrappers::BroadcastStream::new(rx).filter_map(move |o| {
         let o = o.ok()?;
-        // Only what every client hears (list changes); nothing meant for one session.
         let method = o.message.get("method").and_then(Value::as_str)?;
-        if o.to.is_some() || !methods.contains(&method) {
+        if !methods.contains(&method) {
             return None;
         }
         let params = o.message.get("params").and_then(Value::as_object).cloned().unwrap_or_default();
+        // What every client hears (list changes), and the updates of the resources this stream
+        // subscribed to for its session; nothing else meant for one session.
+        let mine = match (&o.to, &resources) {
+            (None, _) => method != UPDATED,
+            (Some(to), Some(r)) => {
+                method == UPDATED
+                    && to.contains(&r.session)
+                    && params.get("uri").and_then(Value::as_str).is_some_and(|u| r.uris.iter().any(|w| w == u))
+            }
+            (Some(_), None) => false,
+        };
+        if !mine {
+            return None;
+        }
         let _held = &slot;
-        Some(Push { event_id: None, message: Notification::new(method, stamp(&id, params)).to_value() })
+        Some(Push { event_id: None, message: Notification::new(method, stamp(&id, params)).to_value().into() })
     });
     sse(tokio_stream::iter([first]).chain(changes))
 }

@@ -24,7 +24,7 @@ fn index_describe_call_jobs_attach_from_the_command_line() {
     assert!(out.contains("files__read_file") && out.lines().count() == 4, "{out}");
     let (code, out, _) = axp_cli(&gw, xdg.path(), &["index", "search", "for", "text"]);
     assert_eq!(code, 0);
-    assert!(out.lines().next().unwrap().starts_with("files__search_files"), "{out}");
+    assert!(out.lines().next().unwrap().starts_with("1. files__search_files"), "{out}");
     let (code, out, _) = axp_cli(&gw, xdg.path(), &["describe", "files__read_file"]);
     assert_eq!(code, 0);
     assert!(out.starts_with("files__read_file(args: { path: string })"), "{out}");

@@ -27,6 +27,10 @@ async fn index_search_and_describe_a_real_fleet() {
     }
     let found = c.ok("axp.index", json!({"query": "convert between timezones"})).await;
     assert_eq!(found["tools"][0]["name"], "time__convert_time", "{found}");
+    // A ranked answer carries each tool's score, best first; a plain listing carries none.
+    let scores: Vec<f64> = found["tools"].as_array().unwrap().iter().map(|t| t["score"].as_f64().unwrap()).collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    assert!(all["tools"].as_array().unwrap().iter().all(|t| t.get("score").is_none()), "{all}");
     let sum = c.ok("axp.index", json!({"query": "add two numbers sum"})).await;
     assert_eq!(sum["tools"][0]["name"], "everything__get-sum", "{sum}");
 
@@ -452,4 +456,40 @@ async fn start_up_failures_are_logged_once_in_words_that_say_why() {
     };
     assert!(reason("remote").contains("connection refused"), "{health}");
     assert!(reason("crash").contains("exited during the MCP handshake"), "{health}");
+}
+
+/// A tool the registration lint refuses is said loudly: an error line at start-up naming it,
+/// its rules and how to allow one, and `/healthz` lists it with its reasons. It is not served.
+#[tokio::test]
+async fn refused_tools_are_named_in_the_log_and_in_healthz() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fleet = tmp.path().join("fleet.json");
+    let wrong = need(repo().join(".venv-wrong/bin/mcp-server-everything-wrong"));
+    std::fs::write(&fleet, serde_json::to_vec(&json!({"mcpServers": {"wrong": {"command": wrong}}})).unwrap()).unwrap();
+    let gw = gateway().fleet(&fleet).start();
+    let loud = |line: &String| line.contains("ERROR") && line.contains("the registration lint refused");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut said = gw.startup_log.iter().find(|l| loud(l)).cloned();
+    while said.is_none() {
+        let Ok(line) = gw.stderr.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) else {
+            break;
+        };
+        said = loud(&line).then_some(line);
+    }
+    let said = said.expect("an error line naming the refused tools within 60 s");
+    assert!(said.contains("wrong__") && said.contains("AXP0") && said.contains("axp lint --explain"), "{said}");
+
+    let health: Value = reqwest::get(format!("{}/healthz", gw.base)).await.unwrap().json().await.unwrap();
+    let refused = health["refused"].as_array().unwrap();
+    assert!(!refused.is_empty(), "{health}");
+    for r in refused {
+        assert_eq!(r["provider"], "wrong", "{r}");
+        assert!(r["tool"].as_str().unwrap().starts_with("wrong__"), "{r}");
+        assert!(r["reasons"][0].as_str().unwrap().starts_with("AXP0"), "{r}");
+    }
+    let mut s = Rpc::open(&gw.url, json!({})).await;
+    let listed = s.ok("axp.index", json!({"limit": 500})).await.to_string();
+    for r in refused {
+        assert!(!listed.contains(&format!("\"{}\"", r["tool"].as_str().unwrap())), "{} is served", r["tool"]);
+    }
 }

@@ -14,12 +14,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::*;
 
 /// A port that was free a moment ago on 127.0.0.1.
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A node server process, killed on drop.
-struct NodeServer(Child);
+pub(super) struct NodeServer(pub(super) Child);
 
 impl Drop for NodeServer {
     fn drop(&mut self) {
@@ -39,7 +39,7 @@ async fn wait_listening(port: u16) {
 }
 
 /// `node ARGS…` with `PORT=port`, once something listens on that port.
-async fn node_on(port: u16, args: &[&str]) -> NodeServer {
+pub(super) async fn node_on(port: u16, args: &[&str]) -> NodeServer {
     let child = Command::new("node")
         .args(args)
         .env("PORT", port.to_string())

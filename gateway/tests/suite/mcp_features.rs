@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::*;
 
-fn features_client(args: &[&str]) -> Value {
+pub fn features_client(args: &[&str]) -> Value {
     let out = Command::new(venv_bin("python"))
         .arg(repo().join("tests/fixtures/mcp_features.py"))
         .args(args)

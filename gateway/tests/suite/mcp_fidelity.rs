@@ -245,7 +245,7 @@ async fn a_stateless_client_answers_the_servers_request_in_a_retry_of_its_call()
 }
 
 /// Reads SSE `data:` frames from a response as JSON, one per event.
-async fn next_frame(
+pub async fn next_frame(
     body: &mut (impl futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin),
     buf: &mut String,
 ) -> Option<Value> {
@@ -271,24 +271,7 @@ async fn a_stateless_client_listens_for_the_changes_it_asked_for() {
     let fleet = tmp.path().join("fleet.json");
     std::fs::write(&fleet, json!({"mcpServers": {"up": {"command": python, "args": [server]}}}).to_string()).unwrap();
     let gw = gateway().fleet(&fleet).start();
-    let url = format!("{}/mcp", gw.base);
-    let listen = |id: i64, filter: Value| {
-        let url = url.clone();
-        async move {
-            reqwest::Client::new()
-                .post(&url)
-                .header("accept", "text/event-stream")
-                .header("mcp-protocol-version", "2026-07-28")
-                .header("mcp-method", "subscriptions/listen")
-                .json(&json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": {
-                    "notifications": filter,
-                    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}))
-                .send()
-                .await
-                .unwrap()
-                .bytes_stream()
-        }
-    };
+    let listen = |id: i64, filter: Value| super::mcp_revisions::listen(&gw.base, id, filter);
     let (mut tools, mut tools_buf) = (Box::pin(listen(42, json!({"toolsListChanged": true})).await), String::new());
     let (mut prompts, mut prompts_buf) =
         (Box::pin(listen(43, json!({"promptsListChanged": true})).await), String::new());

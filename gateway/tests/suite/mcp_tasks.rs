@@ -348,3 +348,50 @@ async fn a_2026_client_gets_a_plain_call_and_no_2025_task_methods() {
         assert_eq!((status, r["error"]["code"].as_i64()), (404, Some(-32601)), "{m}: {r}");
     }
 }
+
+/// server-everything's `simulate-research-query` runs only as a task
+/// (`execution.taskSupport: "required"`): the gateway creates the task upstream, turns its
+/// status messages into the job's progress, and takes the result with `tasks/result`. Its
+/// ambiguous variant asks the client to clarify during the task; a session with no MCP client
+/// to ask is refused, and the server carries on with its default.
+#[tokio::test]
+async fn a_tool_the_server_runs_only_as_a_task_is_called_through_its_task() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
+    let mut c = Rpc::open(&gw.url, json!({})).await;
+    let mut listed = false;
+    for _ in 0..300 {
+        let r = c.ok("axp.index", json!({"query": "simulate research query", "limit": 50})).await;
+        if r.to_string().contains("everything__simulate-research-query") {
+            listed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(listed, "server-everything never mounted");
+    let job = c
+        .ok("job.start", json!({"tool": "everything__simulate-research-query", "arguments": {"topic": "tide pools"}}))
+        .await;
+    let id = job["job_id"].as_str().unwrap().to_string();
+    let events = c.events(&id, 0).await;
+    let said: Vec<String> = events
+        .iter()
+        .filter(|e| e["kind"] == "progress")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        said.iter().any(|m| m.contains("Gathering sources")),
+        "the task's status became progress: {said:?} in {events:?}"
+    );
+    let result = events.iter().find(|e| e["kind"] == "result").unwrap_or_else(|| panic!("no result: {events:?}"));
+    assert!(result.to_string().contains("Research Report: tide pools"), "{result}");
+
+    let r = c
+        .ok(
+            "tools/call",
+            json!({"name": "everything__simulate-research-query", "arguments": {"topic": "python", "ambiguous": true}}),
+        )
+        .await;
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("elicitation unavailable"), "{text}");
+}

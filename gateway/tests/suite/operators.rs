@@ -222,8 +222,17 @@ async fn health_details_and_metrics_are_for_operators() {
     // A forged token is refused, never treated as no token.
     assert_eq!(get("/healthz", Some("forged-token")).await.unwrap().status(), 401);
     assert_eq!(get("/metrics", Some("forged-token")).await.unwrap().status(), 401);
-    // The operator sees it all.
-    let full: Value = get("/healthz", Some(&token)).await.unwrap().json().await.unwrap();
+    // The operator sees it all. Providers mount in the background after the gateway listens:
+    // wait (bounded) for the built-in one to be up before reading its gauges.
+    let mut full = Value::Null;
+    for _ in 0..300 {
+        full = get("/healthz", Some(&token)).await.unwrap().json().await.unwrap();
+        let up = full["providers"].as_array().unwrap().iter().any(|p| p["id"] == "files" && p["available"] == true);
+        if up {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let ids: Vec<&str> = full["providers"].as_array().unwrap().iter().filter_map(|p| p["id"].as_str()).collect();
     assert!(ids.contains(&"files"), "{full}");
     let r = get("/metrics", Some(&token)).await.unwrap();

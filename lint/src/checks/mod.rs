@@ -4,6 +4,7 @@
 
 pub(crate) mod catalog;
 pub(crate) mod description;
+pub(crate) mod intent;
 pub(crate) mod safety;
 pub(crate) mod schema;
 
@@ -18,11 +19,18 @@ pub(crate) struct Raw {
     pub(crate) message: String,
     pub(crate) pointer: String,
     pub(crate) fix: Option<Fix>,
+    /// Character range, in the string at `pointer`, of the sentence the finding is about.
+    pub(crate) span: Option<(usize, usize)>,
 }
 
 impl Raw {
     pub(crate) fn new(rule: &'static str, pointer: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { rule, message: message.into(), pointer: pointer.into(), fix: None }
+        Self { rule, message: message.into(), pointer: pointer.into(), fix: None, span: None }
+    }
+
+    pub(crate) fn at(mut self, start: usize, end: usize) -> Self {
+        self.span = Some((start, end));
+        self
     }
 
     pub(crate) fn with_fix(mut self, fix: Fix) -> Self {

@@ -13,8 +13,9 @@ use std::collections::BTreeMap;
 use axp_protocol::ToolSpec;
 use serde_json::Value;
 
+use super::intent::{self, Pat, Sentence, Subject};
 use super::{Context, Raw, clip};
-use crate::text::{Hidden, classify, describe_char, is_emoji_like, is_rtl_letter, words};
+use crate::text::{Hidden, classify, describe_char, is_emoji_like, is_in, is_rtl_letter, words};
 use crate::{Fix, PatchOp, pointer_escape};
 
 /// One string of the tool and where it is.
@@ -66,9 +67,11 @@ fn collect(v: &Value, ptr: &str, prose: bool, in_props: bool, out: &mut Vec<Text
 
 pub(crate) fn check(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Vec<Raw>) {
     let value = serde_json::to_value(tool).unwrap_or(Value::Null);
-    let sensitive_sentences = prose(&value, out);
-    side_channels(tool, &sensitive_sentences, out);
+    let subject = Subject::of(&tool.name, &tool.description);
+    let sensitive_sentences = prose(&value, Some(&subject), out);
+    side_channels(tool, &subject, &sensitive_sentences, out);
     shadowing(provider, tool, ctx, out);
+    side_effects(tool, out);
     dangerous(tool, out);
 }
 
@@ -76,12 +79,12 @@ pub(crate) fn check(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Ve
 /// secret paths, exfiltration) over every string of `value`: for what an MCP server offers
 /// besides tools (a prompt, a resource), which has no schema or side channels to check.
 pub(crate) fn check_prose(value: &Value, out: &mut Vec<Raw>) {
-    prose(value, out);
+    prose(value, None, out);
 }
 
-/// Runs the Unicode and text rules over every string of `value`; returns the sensitive
-/// sentences of its top-level `description`, for the side-channel rule.
-fn prose(value: &Value, out: &mut Vec<Raw>) -> Vec<String> {
+/// Runs the Unicode and text rules over every string of `value`; returns the sentences of its
+/// top-level `description` that move sensitive data, for the side-channel rule.
+fn prose(value: &Value, subject: Option<&Subject>, out: &mut Vec<Raw>) -> Vec<String> {
     let mut texts = Vec::new();
     collect(value, "", true, false, &mut texts);
     let mut sensitive_sentences: Vec<String> = Vec::new();
@@ -94,10 +97,20 @@ fn prose(value: &Value, out: &mut Vec<Raw>) -> Vec<String> {
         // Only the tool-level description can point the agent at *another* argument; sentences
         // of an argument's own description are judged on that argument alone.
         let mut sink = Vec::new();
-        let sens = if t.pointer == "/description" { &mut sensitive_sentences } else { &mut sink };
-        text_rules(&t.pointer, &visible, "", out, sens);
+        let top = t.pointer == "/description";
+        let sens = if top { &mut sensitive_sentences } else { &mut sink };
+        let arg = t
+            .pointer
+            .strip_suffix("/description")
+            .and_then(|p| p.rsplit_once("/properties/"))
+            .map(|(_, name)| crate::text::name_tokens(name).iter().map(|w| crate::text::stem(w)).collect())
+            .unwrap_or_default();
+        let mut rules =
+            TextRules { pointer: &t.pointer, origin: "", subject, top, out: &mut *out, sensitive: sens, arg };
+        rules.run(&visible);
         if let Some(hidden) = decoded_tags {
-            text_rules(&t.pointer, &hidden, " (in text hidden in tag characters)", out, sens);
+            rules.origin = " (in text hidden in tag characters)";
+            rules.run(&hidden);
         }
     }
     sensitive_sentences
@@ -208,38 +221,6 @@ fn in_flag_sequence(chars: &[char], i: usize) -> bool {
     chars.get(end) == Some(&'\u{E007F}') && start < end && start > 0 && chars[start - 1] == '\u{1F3F4}'
 }
 
-/// A word-sequence pattern: space-separated tokens; a token is `a|b|c` (any of), `x?`
-/// (optional), or `~N` (skip up to N words). Matched against [`words`] of the text, so
-/// punctuation, case and line breaks do not matter.
-struct Pat(&'static str);
-
-impl Pat {
-    fn find(&self, w: &[String]) -> Option<(usize, usize)> {
-        let toks: Vec<&str> = self.0.split(' ').collect();
-        (0..w.len()).find_map(|s| m(&toks, w, s).map(|e| (s, e)))
-    }
-}
-
-fn m(toks: &[&str], w: &[String], i: usize) -> Option<usize> {
-    let Some((t, rest)) = toks.split_first() else {
-        return Some(i);
-    };
-    if let Some(n) = t.strip_prefix('~') {
-        let n: usize = n.parse().unwrap_or(0);
-        return (0..=n).filter(|k| i + k <= w.len()).find_map(|k| m(rest, w, i + k));
-    }
-    let (alts, optional) = match t.strip_suffix('?') {
-        Some(a) => (a, true),
-        None => (*t, false),
-    };
-    if w.get(i).is_some_and(|x| alts.split('|').any(|a| a == x))
-        && let Some(e) = m(rest, w, i + 1)
-    {
-        return Some(e);
-    }
-    if optional { m(rest, w, i) } else { None }
-}
-
 const MARKUP_TAGS: &[&str] = &[
     "important",
     "system",
@@ -305,98 +286,15 @@ const CONCEAL: &[Pat] = &[
     Pat("hide|conceal ~6 from the? user|users"),
     Pat("user|users should|must|will|need not|never ~1 know|notice|see|find"),
     Pat("just|simply say|tell|claim ~4 used|called|succeeded|worked"),
+    Pat(
+        "omit|suppress|downplay|hide ~4 risk|risks|limitation|limitations|warning|warnings|error|errors|failure|failures|caveat|caveats",
+    ),
+    Pat(
+        "without|never mentioning|disclosing|revealing ~4 risk|risks|error|errors|failure|failures|source|sources|this tool",
+    ),
 ];
 
-/// Substrings that name credential files and secret stores.
-const SECRET_PATHS: &[&str] = &[
-    "~/.ssh",
-    ".ssh/",
-    "id_rsa",
-    "id_ed25519",
-    "id_ecdsa",
-    "id_dsa",
-    "authorized_keys",
-    "mcp.json",
-    "claude_desktop_config",
-    ".cursor/",
-    ".aws/credentials",
-    "aws_secret_access_key",
-    ".netrc",
-    ".npmrc",
-    ".pypirc",
-    ".git-credentials",
-    ".kube/config",
-    ".docker/config.json",
-    "/etc/shadow",
-    "/etc/passwd",
-    ".gnupg",
-    "credentials.json",
-    ".config/gcloud",
-    "wallet.dat",
-    "private_key",
-    "secring",
-];
-
-/// Phrases naming what an agent must never put into a tool argument.
-const EXFIL_TARGETS: &[&str] = &[
-    "previous message",
-    "prior message",
-    "last message",
-    "earlier message",
-    "conversation history",
-    "entire conversation",
-    "whole conversation",
-    "full conversation",
-    "conversation so far",
-    "conversation transcript",
-    "chat history",
-    "message history",
-    "system prompt",
-    "your instructions",
-    "context window",
-    "all messages",
-    "every message",
-    "user's message",
-    "user's previous",
-    "entire chat",
-    "full chat",
-    "chat log",
-    "tool descriptions",
-    "other tools",
-];
-/// Verbs that, next to one of [`EXFIL_TARGETS`], make a sentence an instruction to move it.
-/// Deliberately without "read", "provide", "post", "set": those describe chat tools.
-const EXFIL_VERBS: &[&str] = &[
-    "pass", "include", "send", "put", "add", "attach", "insert", "append", "copy", "forward", "upload", "contain",
-    "fill", "share", "leak", "transmit", "embed", "paste", "dump",
-];
 const RECIPIENT_WORDS: &[&str] = &["bcc", "cc", "add", "include", "forward", "copy", "cc'd", "bcc'd", "also"];
-const URL_EXFIL_VERBS: &[&str] =
-    &["send", "post", "upload", "forward", "transmit", "exfiltrate", "report", "submit", "leak", "beacon"];
-const DATA_NOUNS: &[&str] = &[
-    "conversation",
-    "data",
-    "contents",
-    "content",
-    "file",
-    "files",
-    "secret",
-    "secrets",
-    "key",
-    "keys",
-    "token",
-    "tokens",
-    "credentials",
-    "results",
-    "output",
-    "everything",
-    "history",
-    "messages",
-    "password",
-    "passwords",
-    "environment",
-];
-
 /// Sentences of `s`: split after `.`, `!`, `?` followed by whitespace, and at line breaks.
 fn sentences(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -431,114 +329,130 @@ fn has_email(s: &str) -> Option<&str> {
     })
 }
 
-fn secret_path(lower: &str) -> Option<&'static str> {
-    if let Some(p) = SECRET_PATHS.iter().find(|p| lower.contains(**p)) {
-        return Some(p);
-    }
-    // `.env` as a file name: not inside a longer word (".environment", "dev.env" counts).
-    let b = lower.as_bytes();
-    let mut from = 0;
-    while let Some(i) = lower[from..].find(".env") {
-        let at = from + i;
-        let before_ok = at == 0
-            || !b[at - 1].is_ascii_alphanumeric()
-            || lower[..at].ends_with("dev")
-            || lower[..at].ends_with("prod");
-        let after = b.get(at + 4);
-        let after_ok = after.is_none_or(|c| !c.is_ascii_alphanumeric());
-        if before_ok && after_ok {
-            return Some(".env");
-        }
-        from = at + 4;
-    }
-    None
+/// The wording rules over one string.
+struct TextRules<'a> {
+    pointer: &'a str,
+    origin: &'static str,
+    /// The tool the string belongs to (absent for prompts and resources).
+    subject: Option<&'a Subject>,
+    /// The string is the tool's own description.
+    top: bool,
+    out: &'a mut Vec<Raw>,
+    sensitive: &'a mut Vec<String>,
+    /// The words of the argument whose description this string is, if it is one.
+    arg: Vec<String>,
 }
 
-fn text_rules(pointer: &str, text: &str, origin: &str, out: &mut Vec<Raw>, sensitive: &mut Vec<String>) {
-    let lower = text.to_lowercase();
-    let flat = lower.split_whitespace().collect::<Vec<_>>().join(" ");
-    // AXP029: markup.
-    let mut markup: Vec<String> = Vec::new();
-    for tag in MARKUP_TAGS {
-        for form in [format!("<{tag}>"), format!("</{tag}>"), format!("<{tag} ")] {
-            if flat.contains(&form)
-                && !markup.iter().any(|m| m.trim_start_matches("</").trim_start_matches('<').starts_with(tag))
-            {
-                markup.push(form.trim().to_string());
+impl TextRules<'_> {
+    fn push(&mut self, rule: &'static str, s: &Sentence, text: &str, message: String) {
+        let start = text[..s.start].chars().count();
+        let end = start + text[s.start..s.end].chars().count();
+        let raw = Raw::new(rule, self.pointer, format!("{message}{}", self.origin));
+        // Text decoded from tag characters is not in the string, so it has no span there.
+        self.out.push(if self.origin.is_empty() { raw.at(start, end) } else { raw });
+    }
+
+    fn run(&mut self, text: &str) {
+        let lower = text.to_lowercase();
+        let flat = lower.split_whitespace().collect::<Vec<_>>().join(" ");
+        // AXP029: markup.
+        let mut markup: Vec<String> = Vec::new();
+        for tag in MARKUP_TAGS {
+            for form in [format!("<{tag}>"), format!("</{tag}>"), format!("<{tag} ")] {
+                if flat.contains(&form)
+                    && !markup.iter().any(|m| m.trim_start_matches("</").trim_start_matches('<').starts_with(tag))
+                {
+                    markup.push(form.trim().to_string());
+                }
             }
         }
-    }
-    for tok in MARKUP_TOKENS {
-        if flat.contains(tok) {
-            markup.push((*tok).to_string());
+        for tok in MARKUP_TOKENS {
+            if flat.contains(tok) {
+                markup.push((*tok).to_string());
+            }
         }
-    }
-    if !markup.is_empty() {
-        out.push(Raw::new(
-            "AXP029",
-            pointer,
-            format!(
-                "prompt-injection markup {}{origin}",
-                markup.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
-            ),
-        ));
-    }
-    let w = words(text);
-    let quote = |s: usize, e: usize| clip(&w[s..e].join(" "), 80);
-    if let Some((s, e)) = OVERRIDE.iter().find_map(|p| p.find(&w)) {
-        out.push(Raw::new(
-            "AXP030",
-            pointer,
-            format!("instruction override aimed at the agent: \"{}\"{origin}", quote(s, e)),
-        ));
-    }
-    if let Some((s, e)) = CONCEAL.iter().find_map(|p| p.find(&w)) {
-        out.push(Raw::new(
-            "AXP031",
-            pointer,
-            format!("tells the agent to hide something from the user: \"{}\"{origin}", quote(s, e)),
-        ));
-    }
-    if let Some(p) = secret_path(&lower) {
-        out.push(Raw::new("AXP032", pointer, format!("refers to a credential file or secret store `{p}`{origin}")));
-        sensitive.extend(sentences(&lower).into_iter().filter(|s| secret_path(s).is_some()).map(str::to_string));
-    }
-    let mut exfil: Option<String> = None;
-    for sentence in sentences(text) {
-        let sl = sentence.to_lowercase();
-        let sw = words(&sl);
-        let has_verb = |list: &[&str]| sw.iter().any(|x| crate::text::is_in(x, list));
-        if let Some(t) = EXFIL_TARGETS.iter().find(|t| sl.contains(**t))
-            && has_verb(EXFIL_VERBS)
-        {
-            exfil.get_or_insert_with(|| format!("asks for {t}: \"{}\"", clip(sentence, 100)));
-            sensitive.push(sl.clone());
-            continue;
+        if !markup.is_empty() {
+            let list = markup.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ");
+            self.out.push(Raw::new("AXP029", self.pointer, format!("prompt-injection markup {list}{}", self.origin)));
         }
-        if let Some(addr) = has_email(&sl) {
-            // The address must be what is added or copied: a recipient field is named, or one
-            // of the adding verbs comes right before it. A contact address is not flagged.
-            let before: Vec<String> = sl.find(addr).map(|i| words(&sl[..i])).unwrap_or_default();
-            let near = before.iter().rev().take(4).any(|x| RECIPIENT_WORDS.contains(&x.as_str()));
-            if sw.iter().any(|x| matches!(x.as_str(), "bcc" | "cc" | "blind")) || near {
-                exfil.get_or_insert_with(|| {
-                    format!("adds the address `{addr}` as a recipient: \"{}\"", clip(sentence, 100))
-                });
-                sensitive.push(sl.clone());
+        let (mut injected, mut concealed, mut secret, mut exfil) = (false, false, false, false);
+        let first_start = intent::sentences(text).first().map(|s| s.start);
+        for s in intent::sentences(text) {
+            let w = &s.words;
+            let quote = |(a, b): (usize, usize)| clip(&w[a..b].join(" "), 80);
+            let first = self.top && Some(s.start) == first_start;
+            if !injected {
+                let why = OVERRIDE
+                    .iter()
+                    .find_map(|p| p.find(w))
+                    .map(|r| format!("instruction override aimed at the agent: \"{}\"", quote(r)))
+                    .or_else(|| intent::injection(&s));
+                if let Some(why) = why {
+                    injected = true;
+                    self.push("AXP030", &s, text, why);
+                }
+            }
+            if !concealed && let Some(r) = CONCEAL.iter().find_map(|p| p.find(w)) {
+                concealed = true;
+                self.push(
+                    "AXP031",
+                    &s,
+                    text,
+                    format!("tells the agent to hide something from the user: \"{}\"", quote(r)),
+                );
+            }
+            let moved = intent::exfiltration(&s, self.subject, first, &self.arg);
+            let sl = s.text.to_lowercase();
+            if !secret
+                && let Some(p) = intent::secret_path(&sl)
+                && (moved.is_some() || reads_for_agent(w))
+                && !self.subject.is_some_and(|sub| intent::relevant(intent::Data::Secrets, sub, !first))
+            {
+                secret = true;
+                self.sensitive.push(sl.clone());
+                self.push(
+                    "AXP032",
+                    &s,
+                    text,
+                    format!("has the agent read or pass on the credential file `{p}`: \"{}\"", clip(&s.text, 100)),
+                );
+            }
+            if exfil {
                 continue;
             }
-        }
-        if (sl.contains("http://") || sl.contains("https://"))
-            && has_verb(URL_EXFIL_VERBS)
-            && sw.iter().any(|x| DATA_NOUNS.contains(&x.as_str()))
-        {
-            exfil.get_or_insert_with(|| format!("sends data to a URL: \"{}\"", clip(sentence, 100)));
-            sensitive.push(sl.clone());
+            if let Some(why) = moved {
+                exfil = true;
+                self.sensitive.push(sl.clone());
+                self.push("AXP033", &s, text, format!("exfiltration instruction: {why}: \"{}\"", clip(&s.text, 100)));
+                continue;
+            }
+            if let Some(addr) = has_email(&sl) {
+                // The address must be what is added or copied: a recipient field is named, or one
+                // of the adding verbs comes right before it. A contact address is not flagged.
+                let before: Vec<String> = sl.find(addr).map(|i| words(&sl[..i])).unwrap_or_default();
+                let near = before.iter().rev().take(4).any(|x| RECIPIENT_WORDS.contains(&x.as_str()));
+                if w.iter().any(|x| matches!(x.as_str(), "bcc" | "cc" | "blind")) || near {
+                    exfil = true;
+                    self.sensitive.push(sl.clone());
+                    let msg = format!(
+                        "exfiltration instruction: adds the address `{addr}` as a recipient: \"{}\"",
+                        clip(&s.text, 100)
+                    );
+                    self.push("AXP033", &s, text, msg);
+                }
+            }
         }
     }
-    if let Some(e) = exfil {
-        out.push(Raw::new("AXP033", pointer, format!("exfiltration instruction: {e}{origin}")));
-    }
+}
+
+/// `true` when the sentence tells the agent to read something first ("before calling, read",
+/// "first open"), as opposed to saying what the tool itself reads.
+fn reads_for_agent(w: &[String]) -> bool {
+    let read = |x: &String| matches!(x.as_str(), "read" | "open" | "cat" | "load" | "fetch" | "get" | "copy");
+    w.first().is_some_and(read)
+        || w.windows(2).any(|p| {
+            matches!(p[0].as_str(), "first" | "then" | "and" | "always" | "please" | "calling" | "using") && read(&p[1])
+        })
 }
 
 const INSIST: &[&str] = &[
@@ -560,7 +474,7 @@ const INSIST: &[&str] = &[
 
 /// AXP034: optional arguments that insist on being filled, or that ask for conversation
 /// content or secrets.
-fn side_channels(tool: &ToolSpec, sensitive: &[String], out: &mut Vec<Raw>) {
+fn side_channels(tool: &ToolSpec, subject: &Subject, sensitive: &[String], out: &mut Vec<Raw>) {
     let schema = &tool.input_schema;
     let Some(props) = schema.get("properties").and_then(Value::as_object) else {
         return;
@@ -577,26 +491,56 @@ fn side_channels(tool: &ToolSpec, sensitive: &[String], out: &mut Vec<Raw>) {
         let optional = !required.contains(&name.as_str());
         let insists = desc.split(|c: char| !c.is_alphanumeric()).any(|w| w == "REQUIRED")
             || INSIST.iter().any(|i| lower.contains(i));
-        let wants_secret = EXFIL_TARGETS.iter().find(|t| lower.contains(**t)).copied();
+        // The data an argument asks for, unless the tool is about that data.
+        // A flag or a number carries no text, so it cannot carry data either.
+        let textual = !matches!(p.get("type").and_then(Value::as_str), Some("boolean" | "integer" | "number"));
+        // The first sentence says what the argument holds; a later one counts when it orders
+        // something into it ("Include the transcript").
+        let wants = intent::sentences(desc).into_iter().enumerate().filter(|_| textual).find_map(|(i, s)| {
+            if intent::negated(&s.words) || lists_examples(&s.text) || (i > 0 && !intent::orders_into(&s)) {
+                return None;
+            }
+            // An argument named for the data it asks (`token`: "a bearer token") declares it.
+            let arg: Vec<String> = crate::text::name_tokens(name).iter().map(|w| crate::text::stem(w)).collect();
+            intent::sensitive(&s)
+                .filter(|(d, _)| {
+                    (!intent::relevant(*d, subject, true) || intent::from_elsewhere(&s))
+                        && !intent::declared_by_name(*d, &arg, &s)
+                })
+                .map(|(d, n)| (d, n, s))
+        });
         let named_in_sensitive = sensitive.iter().any(|s| names_argument(s, &name.to_lowercase()));
         let reason = if optional && insists {
             Some("is optional in the schema but its description insists it must be filled".to_string())
-        } else if let Some(t) = wants_secret {
-            Some(format!("asks the agent to fill it with {t}"))
+        } else if let Some((d, n, _)) = &wants {
+            Some(format!("asks the agent for {} ({n}), which a tool of this purpose has no use for", d.as_str()))
         } else if named_in_sensitive {
             Some("is where the description tells the agent to put secrets or conversation content".to_string())
         } else {
             None
         };
         if let Some(r) = reason {
-            let extra = if optional && insists && wants_secret.is_some() {
-                format!("; it asks for {}", wants_secret.unwrap_or_default())
-            } else {
-                String::new()
+            let extra = match &wants {
+                Some((d, _, _)) if optional && insists => format!("; it asks for {}", d.as_str()),
+                _ => String::new(),
             };
-            out.push(Raw::new("AXP034", ptr, format!("argument `{name}` {r}{extra}: a hidden side channel")));
+            let mut raw = Raw::new("AXP034", ptr, format!("argument `{name}` {r}{extra}: a hidden side channel"));
+            if let Some((_, _, s)) = &wants {
+                let start = desc[..s.start].chars().count();
+                raw = raw.at(start, start + desc[s.start..s.end].chars().count());
+            }
+            out.push(raw);
         }
     }
+}
+
+/// `true` when the sentence lists examples or allowed values, where a sensitive word is one
+/// option among others ("valid values include: contacts, deals"; "e.g. a bearer token").
+fn lists_examples(text: &str) -> bool {
+    let l = text.to_lowercase();
+    ["e.g.", "for example", "such as", "valid values", "values include", "one of", "i.e.", "ie:", "eg:", "example:"]
+        .iter()
+        .any(|m| l.contains(m))
 }
 
 /// `true` when `sentence` (lower-case) names the argument `name` as an argument: quoted or
@@ -617,13 +561,31 @@ const DIRECTIVES: &[&str] =
 /// AXP035: the description instructs the agent about a different tool.
 fn shadowing(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Vec<Raw>) {
     let own = tool.name.to_lowercase();
+    let parsed = intent::sentences(&tool.description);
+    let own_words: Vec<String> = std::iter::once(own.clone())
+        .chain(crate::text::name_tokens(&tool.name))
+        .chain(crate::text::name_tokens(provider))
+        .chain(
+            tool.input_schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flat_map(|m| m.keys().map(|k| k.to_lowercase())),
+        )
+        .collect();
     for sentence in sentences(&tool.description) {
         let sl = sentence.to_lowercase();
         let sw = words(&sl);
         let mut target: Option<String> = None;
         // Known tools of the catalog, by exact word (names with separators) or backticked.
         for k in &ctx.known {
-            if k.lower == own || k.lower.len() < 3 || (k.provider == provider && k.name == tool.name) {
+            // A tool named like one of this tool's own arguments (`query`, `search`) is that
+            // argument here.
+            if k.lower == own
+                || k.lower.len() < 3
+                || (k.provider == provider && k.name == tool.name)
+                || own_words[..].contains(&k.lower)
+            {
                 continue;
             }
             let mentioned = if k.distinctive {
@@ -669,21 +631,127 @@ fn shadowing(provider: &str, tool: &ToolSpec, ctx: &Context, out: &mut Vec<Raw>)
                 }
             }
         }
-        let Some(t) = target else { continue };
+        let span = |s: &intent::Sentence| {
+            let start = tool.description[..s.start].chars().count();
+            (start, start + tool.description[s.start..s.end].chars().count())
+        };
+        let here = parsed.iter().find(|s| s.text == sentence.trim());
+        // "Do not use search_issues for conversations" routes a request to the right tool; it
+        // does not change how that tool is used (unless it adds a condition: "never call X
+        // without ...").
+        let routing = ["do not use", "don't use", "never use", "do not call", "don't call", "instead of"]
+            .iter()
+            .any(|p| sl.contains(p))
+            && !sw.iter().any(|x| matches!(x.as_str(), "without" | "unless" | "except"));
         let conditional = sw.first().is_some_and(|f| matches!(f.as_str(), "before" | "when" | "whenever" | "after"))
             && sw.get(1).is_some_and(|v| matches!(v.as_str(), "using" | "calling" | "invoking" | "running"));
-        if conditional
-            || DIRECTIVES.iter().any(|d| if d.contains(' ') { sl.contains(d) } else { sw.iter().any(|x| x == d) })
+        if let Some(t) = &target
+            && !routing
+            && (conditional
+                || DIRECTIVES.iter().any(|d| if d.contains(' ') { sl.contains(d) } else { sw.iter().any(|x| x == d) }))
         {
-            out.push(Raw::new(
+            let mut raw = Raw::new(
                 "AXP035",
                 "/description",
                 format!("gives instructions about another tool `{t}`: \"{}\"", clip(sentence, 120)),
-            ));
+            );
+            if let Some(s) = here {
+                let (a, b) = span(s);
+                raw = raw.at(a, b);
+            }
+            out.push(raw);
+            return;
+        }
+        // Tools of other providers named, or other tools named generically, with a
+        // prescription about how they are used.
+        let foreign = target.filter(|t| !t.starts_with(&format!("{provider}/")));
+        if let Some(s) = here
+            && let Some(why) = intent::shadowing(s, &own_words, foreign.as_deref())
+        {
+            let (a, b) = span(s);
+            out.push(Raw::new("AXP035", "/description", format!("{why}: \"{}\"", clip(sentence, 120))).at(a, b));
             return;
         }
     }
 }
+
+/// AXP040: a tool that presents itself as a lookup (read-only annotation, or a reading verb and
+/// no writing one) whose later sentences say it also changes or sends something.
+fn side_effects(tool: &ToolSpec, out: &mut Vec<Raw>) {
+    let ro = tool.annotation("readOnlyHint");
+    let verbs = super::description::action_verbs(tool);
+    let reads =
+        !verbs.is_empty() && verbs.iter().all(|v| is_in(v, READ_VERBS) && !is_in(v, crate::text::MUTATING_VERBS));
+    if !(ro == Some(true) || (ro.is_none() && tool.annotation("destructiveHint").is_none() && reads)) {
+        return;
+    }
+    let params: Vec<String> = tool
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().flat_map(|k| [k.to_lowercase()].into_iter().chain(crate::text::name_tokens(k))).collect())
+        .unwrap_or_default();
+    let d = &tool.description;
+    for s in intent::sentences(d).iter().skip(1) {
+        if let Some(why) = intent::side_effect(s, &params) {
+            let start = d[..s.start].chars().count();
+            let claim = if ro == Some(true) { "is marked read-only" } else { "presents itself as a lookup" };
+            out.push(
+                Raw::new("AXP040", "/description", format!("the tool {claim} but {why}: \"{}\"", clip(&s.text, 120)))
+                    .at(start, start + d[s.start..s.end].chars().count()),
+            );
+            return;
+        }
+    }
+}
+
+/// Verbs of tools that only look.
+const READ_VERBS: &[&str] = &[
+    "get",
+    "list",
+    "read",
+    "search",
+    "show",
+    "fetch",
+    "find",
+    "lookup",
+    "look",
+    "check",
+    "view",
+    "describe",
+    "count",
+    "query",
+    "inspect",
+    "preview",
+    "display",
+    "return",
+    "calculate",
+    "compute",
+    "convert",
+    "validate",
+    "explain",
+    "summarize",
+    "summarise",
+    "translate",
+    "format",
+    "parse",
+    "extract",
+    "analyze",
+    "analyse",
+    "render",
+    "ping",
+    "measure",
+    "monitor",
+    "retrieve",
+    "scan",
+    "compare",
+    "estimate",
+    "detect",
+    "lint",
+    "diff",
+    "report",
+    "give",
+];
 
 /// `true` when `ident` occurs in `s` not as part of a longer identifier.
 fn contains_ident(s: &str, ident: &str) -> bool {

@@ -2,6 +2,7 @@
 
 mod config;
 mod corpus;
+mod corpus_eval;
 mod drift;
 mod fix;
 pub(crate) mod mcp;

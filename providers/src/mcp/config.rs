@@ -67,6 +67,25 @@ pub struct McpConfig {
     pub client_asks: ClientAsks,
     /// Where those requests go (the gateway, which finds the client whose call caused them).
     pub relay: RelayLink,
+    /// Which protocol revision to open the connection with.
+    pub handshake: Handshake,
+}
+
+/// How the connection to the server is opened, and so which MCP revision it speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Handshake {
+    /// The newest revision the server offers: probe with 2026-07-28's `server/discover`, and
+    /// fall back to the `initialize` handshake (2025-11-25 and earlier) when the server answers
+    /// the probe with an error or not at all. A server that fails the probe in a way the
+    /// fallback cannot recover from (it closed the connection, or the HTTP exchange failed) is
+    /// connected again at once with `initialize`, and keeps that handshake until the provider
+    /// is rebuilt.
+    #[default]
+    Newest,
+    /// Only the `initialize` handshake (2025-11-25 and earlier).
+    Initialize,
+    /// Only `server/discover` (2026-07-28); a server that does not speak it fails to connect.
+    Discover,
 }
 
 /// The client capabilities AXP declares to a server on the client's behalf, each relayed to
@@ -85,6 +104,39 @@ impl Default for ClientAsks {
     }
 }
 
+/// The client capability a server's request of the client needs (`None`: not such a request).
+pub(super) fn capability_of(method: &str) -> Option<&'static str> {
+    match method {
+        "sampling/createMessage" => Some("sampling"),
+        "elicitation/create" => Some("elicitation"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
+impl ClientAsks {
+    /// Whether the operator lets the server make this request of the client.
+    pub fn allows(&self, method: &str) -> bool {
+        match capability_of(method) {
+            Some("sampling") => self.sampling,
+            Some("elicitation") => self.elicitation,
+            Some("roots") => self.roots,
+            _ => false,
+        }
+    }
+
+    /// The part of a client's declared capabilities the server may use: only the kinds of
+    /// request the operator allows, each as the client declared it.
+    pub fn filter(&self, declared: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        let allowed = [("sampling", self.sampling), ("elicitation", self.elicitation), ("roots", self.roots)];
+        allowed
+            .into_iter()
+            .filter(|(_, on)| *on)
+            .filter_map(|(k, _)| declared.get(k).map(|v| (k.to_string(), v.clone())))
+            .collect()
+    }
+}
+
 impl McpConfig {
     /// A configuration with the defaults: 60 s per call, 30 s to connect, a ping every 5 s
     /// (10 s to answer), default backoff.
@@ -99,6 +151,7 @@ impl McpConfig {
             restart: RestartPolicy::default(),
             client_asks: ClientAsks::default(),
             relay: RelayLink::default(),
+            handshake: Handshake::default(),
         }
     }
 }

@@ -42,9 +42,28 @@
 //! * **Results** pass through as `CallToolResult` (`content`, `structuredContent`, `isError`).
 //!   rmcp parses content blocks into its own types and re-serialises them, so a field rmcp
 //!   does not model (e.g. a block's `_meta`) is lost. JSON-RPC errors become
-//!   `ProviderError::Upstream` with code, message and data unchanged. A server that answers
-//!   with an MRTR `input_required` or a task is refused with an upstream error (not supported
-//!   yet).
+//!   `ProviderError::Upstream` with code, message and data unchanged. A tool the server runs
+//!   only as a task (2025-11-25 tasks) is called through one (`McpProvider::call_as_task`:
+//!   `tools/call` with `task`, `tasks/get` polled into progress, `tasks/result`, `tasks/cancel`
+//!   when the call is cancelled); a 2026 tasks-extension `CreateTaskResult` is refused with an
+//!   upstream error (not supported yet).
+//! * **Revisions.** A connection opens with the newest revision the server offers
+//!   ([`Handshake::Newest`]: a 2026-07-28 `server/discover` probe, falling back to
+//!   `initialize`), or the one the operator pinned. Over 2026-07-28 each call carries its
+//!   client's declared capabilities (less what the operator forbids) and the last log level
+//!   set, the heartbeat is a `server/discover` (there is no `ping`), and an `input_required`
+//!   result is answered through the gateway's relay, each request attributed to exactly that
+//!   call and named by the server's key, then the call is sent again with the answers and the
+//!   server's `requestState` (at most 16 rounds); a prompt get's or resource read's round is
+//!   passed through to a 2026-07-28 client as the server gave it.
+//! * **Connections beside the provider's own** (`provider.rs`, `McpProvider::conn_for`;
+//!   `supervisor.rs`, `Companions`). A server asks an `initialize` client in the middle of a
+//!   call, and the request names no call. So a client of an `initialize` revision that can
+//!   be asked things gets an `initialize` connection of its own session from an HTTP server
+//!   (every request on it is that session's; at most 32 per server, closed when idle), and,
+//!   when the provider's own connection speaks 2026-07-28 (which carries no such requests),
+//!   one shared `initialize` connection to any other server. The shared one also takes
+//!   `resources/subscribe` and `logging/setLevel`, which 2026-07-28 removed.
 //! * **Legacy SSE transport** (the 2024-11-05 `GET /sse` + `POST /messages` pair): rmcp 3.11
 //!   has no client for it, so [`sse`] provides one as an rmcp transport. Its GET stream ending
 //!   is the session ending, watched like a stdio child's exit: calls in flight fail at once
@@ -68,5 +87,5 @@ mod session;
 pub mod sse;
 mod supervisor;
 
-pub use config::{ClientAsks, McpConfig, McpStatus, McpTransport, RestartPolicy};
+pub use config::{ClientAsks, Handshake, McpConfig, McpStatus, McpTransport, RestartPolicy};
 pub use provider::McpProvider;

@@ -188,10 +188,9 @@ impl Handler {
     async fn ask<T: serde::de::DeserializeOwned>(
         &self,
         method: &str,
-        allowed: bool,
         params: serde_json::Value,
     ) -> Result<T, McpError> {
-        if !allowed {
+        if !self.asks.allows(method) {
             return Err(McpError::new(
                 rmcp::model::ErrorCode::METHOD_NOT_FOUND,
                 format!("the gateway's operator does not let server `{}` use `{method}`", self.provider),
@@ -205,7 +204,7 @@ impl Handler {
                 None,
             ));
         };
-        let ask = ClientAsk { method: method.to_string(), params, during: self.inflight.metas() };
+        let ask = ClientAsk { method: method.to_string(), params, during: self.inflight.metas(), key: None };
         let answer = relay.ask(&self.provider, ask).await.map_err(|e| {
             McpError::new(rmcp::model::ErrorCode(i32::try_from(e.code).unwrap_or(-32603)), e.message, e.data)
         })?;
@@ -243,12 +242,12 @@ impl ClientHandler for Handler {
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
         let params = serde_json::to_value(params).unwrap_or_default();
-        self.ask("sampling/createMessage", self.asks.sampling, params).await
+        self.ask("sampling/createMessage", params).await
     }
 
     #[allow(deprecated)]
     async fn list_roots(&self, _context: RequestContext<RoleClient>) -> Result<ListRootsResult, McpError> {
-        self.ask("roots/list", self.asks.roots, serde_json::json!({})).await
+        self.ask("roots/list", serde_json::json!({})).await
     }
 
     async fn create_elicitation(
@@ -257,7 +256,7 @@ impl ClientHandler for Handler {
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         let params = serde_json::to_value(params).unwrap_or_default();
-        self.ask("elicitation/create", self.asks.elicitation, params).await
+        self.ask("elicitation/create", params).await
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {

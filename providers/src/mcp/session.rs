@@ -9,8 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axp_protocol::ToolSpec;
-use rmcp::model::{ClientConfig, ClientRequest, Implementation, PingRequest};
-use rmcp::service::{Peer, RoleClient, serve_client_with_ct};
+use rmcp::model::{
+    ClientConfig, ClientRequest, DiscoverRequest, DiscoverRequestParams, Implementation, PingRequest, ProtocolVersion,
+};
+use rmcp::service::{ClientLifecycleMode, Peer, RoleClient, serve_client_with_lifecycle_and_ct};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::sync::mpsc;
@@ -21,7 +23,7 @@ use super::errors::{init_error_for_people, unreachable_because};
 use super::oversize::{Counted, Oversize};
 use super::routing::{Handler, InFlight, ProgressRouter, client_capabilities};
 use super::supervisor::Inner;
-use super::{McpTransport, sse};
+use super::{Handshake, McpTransport, sse};
 use crate::process::DEFAULT_PATH;
 use crate::{CancellationToken, ProviderEvent};
 
@@ -39,6 +41,10 @@ pub(super) struct Conn {
     /// A call saw a transport error: the supervisor checks the server with a ping.
     pub(super) suspect: mpsc::UnboundedSender<()>,
     pub(super) pid: Option<u32>,
+    /// The connection speaks 2026-07-28: every request carries its own envelope (so a call can
+    /// name its client's capabilities), `ping` and `logging/setLevel` are gone, and the server
+    /// asks the client for input in `input_required` results rather than requests.
+    pub(super) stateless: bool,
 }
 
 impl Conn {
@@ -72,6 +78,8 @@ pub(super) struct Session {
     pub(super) relist: mpsc::UnboundedReceiver<()>,
     pub(super) suspect: mpsc::UnboundedReceiver<()>,
     pub(super) tools: Vec<ToolSpec>,
+    /// A second connection beside the provider's own: its tool list is not the provider's.
+    pub(super) companion: bool,
 }
 
 pub(super) fn tool_spec(tool: &rmcp::model::Tool) -> Result<ToolSpec, String> {
@@ -89,8 +97,62 @@ pub(super) fn client_info(asks: ClientAsks) -> ClientConfig {
     ClientConfig::new(client_capabilities(asks), Implementation::new("axp", env!("CARGO_PKG_VERSION")))
 }
 
+/// Why a connection could not be opened: before the MCP handshake (the process or the
+/// connection), or in it.
+pub(super) enum OpenError {
+    Start(String),
+    Handshake(String),
+}
+
+impl OpenError {
+    pub(super) fn reason(self) -> String {
+        match self {
+            OpenError::Start(r) | OpenError::Handshake(r) => r,
+        }
+    }
+}
+
+/// rmcp's lifecycle for a handshake.
+fn lifecycle(handshake: Handshake) -> ClientLifecycleMode {
+    match handshake {
+        Handshake::Newest => {
+            ClientLifecycleMode::Auto { preferred_versions: vec![ProtocolVersion::V_2026_07_28], legacy_version: None }
+        }
+        Handshake::Initialize => ClientLifecycleMode::Initialize,
+        Handshake::Discover => {
+            ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }
+        }
+    }
+}
+
 impl Session {
+    /// Opens a connection with the configured handshake. With [`Handshake::Newest`], a probe
+    /// that fails in a way rmcp's own fallback cannot recover from (a server that closes its
+    /// stdio or answers the probe's POST with an HTTP error) is followed at once by a fresh
+    /// connection with `initialize`; if that one works, the provider keeps using it. (An old
+    /// server may also exit on a request before `initialize`: it is started again.)
     pub(super) async fn open(inner: &Inner) -> Result<Session, String> {
+        let handshake = inner.handshake();
+        match Self::open_with(inner, handshake).await {
+            Ok(s) => Ok(s),
+            Err(OpenError::Handshake(probe)) if handshake == Handshake::Newest => {
+                tracing::debug!(provider = %inner.cfg.id, "the 2026-07-28 probe failed ({probe}); connecting with initialize");
+                match Self::open_with(inner, Handshake::Initialize).await {
+                    Ok(s) => {
+                        inner.settle_on_initialize();
+                        Ok(s)
+                    }
+                    // The `initialize` failure is the one a server of the earlier revisions
+                    // explains; the probe's is in the debug log.
+                    Err(e) => Err(e.reason()),
+                }
+            }
+            Err(e) => Err(e.reason()),
+        }
+    }
+
+    pub(super) async fn open_with(inner: &Inner, handshake: Handshake) -> Result<Session, OpenError> {
+        let lifecycle = lifecycle(handshake);
         let progress = Arc::new(ProgressRouter::default());
         let (relist_tx, relist_rx) = mpsc::unbounded_channel();
         let (suspect_tx, suspect_rx) = mpsc::unbounded_channel();
@@ -112,22 +174,24 @@ impl Session {
             McpTransport::Stdio(spec) => {
                 let mut spec = spec.clone();
                 spec.env.entry("PATH".into()).or_insert_with(|| DEFAULT_PATH.into());
-                let mut cmd = inner.launcher.command(&spec).map_err(|e| e.to_string())?;
+                let mut cmd = inner.launcher.command(&spec).map_err(|e| OpenError::Start(e.to_string()))?;
                 cmd.stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .process_group(0)
                     .kill_on_drop(true);
-                let mut child = crate::spawn(cmd).await.map_err(|e| format!("cannot start `{}`: {e}", spec.program))?;
+                let mut child = crate::spawn(cmd)
+                    .await
+                    .map_err(|e| OpenError::Start(format!("cannot start `{}`: {e}", spec.program)))?;
                 let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-                    return Err("the child's stdio pipes are missing".into());
+                    return Err(OpenError::Start("the child's stdio pipes are missing".into()));
                 };
                 let stderr = child.stderr.take();
                 let proc = ChildProc::watch(child, stderr, inner.cfg.id.to_string());
                 let running = tokio::select! {
-                    r = serve_client_with_ct(handler, (Counted::new(stdout, crate::MAX_MESSAGE_BYTES, oversize.clone()), stdin), service_ct.clone()) => r,
+                    r = serve_client_with_lifecycle_and_ct(handler, (Counted::new(stdout, crate::MAX_MESSAGE_BYTES, oversize.clone()), stdin), lifecycle, service_ct.clone()) => r,
                     _ = proc.exited.cancelled() => {
-                        return Err(format!("the server exited during the MCP handshake ({})", proc.describe()));
+                        return Err(OpenError::Handshake(format!("the server exited during the MCP handshake ({})", proc.describe())));
                     }
                 };
                 match running {
@@ -137,9 +201,12 @@ impl Session {
                         // say it in the same words as when the exit is seen first.
                         let _ = tokio::time::timeout(Duration::from_millis(500), proc.exited.cancelled()).await;
                         if proc.exited.is_cancelled() {
-                            return Err(format!("the server exited during the MCP handshake ({})", proc.describe()));
+                            return Err(OpenError::Handshake(format!(
+                                "the server exited during the MCP handshake ({})",
+                                proc.describe()
+                            )));
                         }
-                        return Err(format!("MCP handshake failed: {e} ({})", proc.describe()));
+                        return Err(OpenError::Handshake(format!("MCP handshake failed: {e} ({})", proc.describe())));
                     }
                 }
             }
@@ -147,9 +214,9 @@ impl Session {
                 let mut map = HashMap::new();
                 for (k, v) in headers {
                     let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                        .map_err(|e| format!("bad header name `{k}`: {e}"))?;
+                        .map_err(|e| OpenError::Start(format!("bad header name `{k}`: {e}")))?;
                     let value = reqwest::header::HeaderValue::from_str(v)
-                        .map_err(|e| format!("bad value for header `{k}`: {e}"))?;
+                        .map_err(|e| OpenError::Start(format!("bad value for header `{k}`: {e}")))?;
                     map.insert(name, value);
                 }
                 // Our limits, not the library's defaults: one SSE event and one JSON answer are
@@ -159,24 +226,36 @@ impl Session {
                 config.max_sse_event_size = sse::MAX_EVENT_BYTES;
                 config.max_json_response_size = sse::MAX_EVENT_BYTES;
                 let transport = StreamableHttpClientTransport::from_config(config);
-                let running = match serve_client_with_ct(handler, transport, service_ct.clone()).await {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let why = match unreachable_because(url).await {
-                            Some(cause) => cause,
-                            None => init_error_for_people(&e),
-                        };
-                        return Err(format!("cannot connect to {url}: {why}"));
-                    }
-                };
+                let running =
+                    match serve_client_with_lifecycle_and_ct(handler, transport, lifecycle, service_ct.clone()).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            return Err(match unreachable_because(url).await {
+                                // Nothing answers there: no other handshake would do better.
+                                Some(cause) => OpenError::Start(format!("cannot connect to {url}: {cause}")),
+                                None => OpenError::Handshake(format!(
+                                    "cannot connect to {url}: {}",
+                                    init_error_for_people(&e)
+                                )),
+                            });
+                        }
+                    };
                 (running, None)
             }
             McpTransport::LegacySse { url, headers } => {
-                let transport = sse::LegacySseTransport::connect(url, headers).await.map_err(|e| e.to_string())?;
-                link = Some(transport.link());
-                let running = serve_client_with_ct(handler, transport, service_ct.clone())
+                let transport = sse::LegacySseTransport::connect(url, headers)
                     .await
-                    .map_err(|e| format!("MCP handshake with {url} (legacy SSE) failed: {e}"))?;
+                    .map_err(|e| OpenError::Start(e.to_string()))?;
+                link = Some(transport.link());
+                // A legacy SSE server predates `server/discover`: it is never probed.
+                let running = serve_client_with_lifecycle_and_ct(
+                    handler,
+                    transport,
+                    ClientLifecycleMode::Initialize,
+                    service_ct.clone(),
+                )
+                .await
+                .map_err(|e| OpenError::Start(format!("MCP handshake with {url} (legacy SSE) failed: {e}")))?;
                 (running, None)
             }
         };
@@ -188,6 +267,7 @@ impl Session {
             }
         });
         let pid = child.as_ref().and_then(|c| c.pid);
+        let stateless = peer.peer_info().is_some_and(|i| i.protocol_version == ProtocolVersion::V_2026_07_28);
         let conn = Arc::new(Conn {
             peer,
             progress,
@@ -197,6 +277,7 @@ impl Session {
             death: Mutex::new(None),
             suspect: suspect_tx,
             pid,
+            stateless,
         });
         let mut session = Session {
             conn,
@@ -207,9 +288,10 @@ impl Session {
             relist: relist_rx,
             suspect: suspect_rx,
             tools: Vec::new(),
+            companion: false,
         };
         let peer = session.conn.peer.clone();
-        session.tools = session.or_death(list_tools(&peer)).await??;
+        session.tools = session.or_death(list_tools(&peer)).await.and_then(|r| r).map_err(OpenError::Start)?;
         Ok(session)
     }
 
@@ -276,6 +358,9 @@ impl Session {
                 reason = &mut self.waiting => return Self::closed_reason(self.child.as_ref(), self.link.as_ref(), reason).await,
                 Some(()) = self.relist.recv() => {
                     while self.relist.try_recv().is_ok() {}
+                    if self.companion {
+                        continue;
+                    }
                     // Bounded like a ping: this loop is also what runs the heartbeat, so a
                     // server that stops answering here is a hung server.
                     let within = inner.cfg.heartbeat_timeout;
@@ -312,10 +397,17 @@ impl Session {
         }
     }
 
-    /// Pings the server; `Some(reason)` when it is gone or does not answer within `within`.
+    /// Pings the server (2026-07-28 has no `ping`: there it is a `server/discover`, sent
+    /// past rmcp's response cache); `Some(reason)` when it is gone or does not answer within
+    /// `within`.
     pub(super) async fn check(&mut self, within: Duration) -> Option<String> {
         let peer = self.conn.peer.clone();
-        let ping = peer.send_request(ClientRequest::PingRequest(PingRequest::default()));
+        let request = if self.conn.stateless {
+            ClientRequest::DiscoverRequest(DiscoverRequest::new(DiscoverRequestParams {}))
+        } else {
+            ClientRequest::PingRequest(PingRequest::default())
+        };
+        let ping = peer.send_request(request);
         match self.or_death(tokio::time::timeout(within, ping)).await {
             Err(reason) => Some(reason),
             Ok(Ok(Ok(_))) => None,

@@ -9,8 +9,8 @@ use std::time::Instant;
 use axp_protocol::ToolSpec;
 use tokio::sync::{broadcast, oneshot};
 
-use super::McpConfig;
 use super::session::{Conn, Session};
+use super::{Handshake, McpConfig};
 use crate::{CancellationToken, Launcher, ProviderError, ProviderEvent};
 
 pub(super) struct State {
@@ -27,7 +27,45 @@ pub(super) struct Inner {
     pub(super) state: Mutex<State>,
     pub(super) events: broadcast::Sender<ProviderEvent>,
     pub(super) shutdown: CancellationToken,
+    /// The server failed the 2026-07-28 probe and then connected with `initialize`: later
+    /// connections skip the probe.
+    pub(super) settled_on_initialize: std::sync::atomic::AtomicBool,
+    /// The connections opened with `initialize` beside the provider's own, for clients that a
+    /// server asks things in the middle of a call (see `McpProvider::conn_for`).
+    pub(super) companion: tokio::sync::Mutex<Companions>,
+    /// Tools the server refused to run except as a task (2025-11-25 `taskSupport: "required"`),
+    /// learnt from its refusal: rmcp's tool type does not keep `execution`, so the listing
+    /// cannot say.
+    pub(super) task_tools: Mutex<std::collections::HashSet<String>>,
+    /// The log level a client last set (`logging/setLevel`): a 2026-07-28 connection has no
+    /// such method, so each request names it in its envelope instead.
+    #[allow(deprecated)]
+    pub(super) log_level: Mutex<Option<rmcp::model::LoggingLevel>>,
 }
+
+/// The `initialize` connections beside the provider's own: one per client session for an HTTP
+/// server (so every request the server makes on one belongs to exactly that session), and one
+/// shared by every session for a stdio server whose own connection speaks 2026-07-28.
+#[derive(Default)]
+pub(super) struct Companions {
+    /// By the session each serves (`None`: the shared one).
+    pub(super) conns: std::collections::HashMap<Option<String>, CompanionConn>,
+    /// The server refused the `initialize` handshake: it speaks only 2026-07-28.
+    pub(super) refused: bool,
+}
+
+pub(super) struct CompanionConn {
+    pub(super) conn: Arc<Conn>,
+    /// Ends the connection (closed when idle or evicted).
+    pub(super) stop: CancellationToken,
+    pub(super) used: Instant,
+}
+
+/// At most this many connections of single sessions per server; the least recently used one
+/// is closed to open another.
+pub(super) const MAX_SESSION_CONNS: usize = 32;
+/// A session's connection unused this long is closed (the session may well be gone).
+pub(super) const SESSION_CONN_IDLE: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl Inner {
     /// A provider's shared state before its first attempt; `starting` for a launched one.
@@ -39,6 +77,10 @@ impl Inner {
             state: Mutex::new(State { conn: None, reason: "the server is starting".into(), tools: None, starting }),
             events,
             shutdown: CancellationToken::new(),
+            settled_on_initialize: std::sync::atomic::AtomicBool::new(false),
+            companion: tokio::sync::Mutex::new(Companions::default()),
+            log_level: Mutex::new(None),
+            task_tools: Mutex::new(std::collections::HashSet::new()),
         })
     }
 }
@@ -46,6 +88,20 @@ impl Inner {
 impl Inner {
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The handshake the next connection uses.
+    pub(super) fn handshake(&self) -> Handshake {
+        match self.cfg.handshake {
+            Handshake::Newest if self.settled_on_initialize.load(std::sync::atomic::Ordering::Relaxed) => {
+                Handshake::Initialize
+            }
+            h => h,
+        }
+    }
+
+    pub(super) fn settle_on_initialize(&self) {
+        self.settled_on_initialize.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub(super) fn unavailable(&self, reason: String) -> ProviderError {

@@ -444,8 +444,13 @@ impl Provider for SkillProvider {
             .collect())
     }
 
-    async fn get_prompt(&self, name: &str, arguments: Map<String, Value>) -> Result<Value, ProviderError> {
-        let _ = arguments;
+    async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        answers: Option<crate::InputAnswers>,
+    ) -> Result<Value, ProviderError> {
+        let _ = (arguments, answers);
         let skill = self.skill(name).ok_or_else(|| ProviderError::UnknownPrompt(name.to_string()))?;
         Ok(json!({
             "description": skill.description,

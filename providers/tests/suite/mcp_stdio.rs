@@ -348,7 +348,7 @@ async fn resources_and_prompts_pass_through() {
     let p = start("everything", everything_spec()).await;
     let resources = p.resources().await.unwrap();
     let first = resources.iter().find_map(|r| r["uri"].as_str()).expect("server-everything lists static resources");
-    let read = p.read_resource(first).await.unwrap();
+    let read = p.read_resource(first, None).await.unwrap();
     assert_eq!(read["contents"][0]["uri"], first, "{read}");
     let templates = p.resource_templates().await.unwrap();
     assert!(!templates.is_empty());
@@ -357,11 +357,11 @@ async fn resources_and_prompts_pass_through() {
     let prompts = p.prompts().await.unwrap();
     let names: Vec<&str> = prompts.iter().filter_map(|p| p["name"].as_str()).collect();
     assert!(names.contains(&"args-prompt"), "{names:?}");
-    let got = p.get_prompt("args-prompt", args(json!({"city": "Lyon"}))).await.unwrap();
+    let got = p.get_prompt("args-prompt", args(json!({"city": "Lyon"})), None).await.unwrap();
     let text = got["messages"][0]["content"]["text"].as_str().unwrap();
     assert!(text.contains("Lyon"), "{got}");
     // A server-side error keeps its JSON-RPC code.
-    let err = p.read_resource("demo://no/such/thing").await.unwrap_err();
+    let err = p.read_resource("demo://no/such/thing", None).await.unwrap_err();
     assert!(matches!(err, ProviderError::Upstream(_)), "{err:?}");
     p.shutdown().await.unwrap();
     assert!(matches!(p.prompts().await, Err(ProviderError::Unavailable { .. })));

@@ -108,10 +108,10 @@ async fn each_skill_is_also_a_prompt_of_its_procedure() {
     let prompts = p.prompts().await.unwrap();
     let names: Vec<&str> = prompts.iter().filter_map(|p| p["name"].as_str()).collect();
     assert_eq!(names, ["csv-summary", "py-greeter", "sh-counter"]);
-    let got = p.get_prompt("csv-summary", serde_json::Map::new()).await.unwrap();
+    let got = p.get_prompt("csv-summary", serde_json::Map::new(), None).await.unwrap();
     let text = got["messages"][0]["content"]["text"].as_str().unwrap();
     assert!(text.starts_with("# CSV summary"), "{got}");
-    assert!(matches!(p.get_prompt("nope", serde_json::Map::new()).await, Err(ProviderError::UnknownPrompt(_))));
+    assert!(matches!(p.get_prompt("nope", serde_json::Map::new(), None).await, Err(ProviderError::UnknownPrompt(_))));
     // Skills offer no resources: an empty list, not an error.
     assert_eq!(p.resources().await.unwrap(), Vec::<Value>::new());
 }
@@ -573,8 +573,11 @@ async fn changes_on_disk_reload_the_skills_and_send_tools_changed() {
     // Reading files (as a script run does) is not a change.
     std::fs::write(live.join("SKILL.md"), skill_md("live", "Back.")).unwrap();
     wait_event(&mut rx, within, is_changed).await;
-    // Each skill is a prompt too: the prompt list changed with it.
-    assert_eq!(rx.try_recv().ok(), Some(ProviderEvent::PromptsChanged));
+    // Each skill is a prompt too: the prompt list changed with it. The watcher sends that right
+    // after `ToolsChanged`, so it may not be in the channel yet when that one is received: wait
+    // for the next event rather than expect it already there.
+    let next = tokio::time::timeout(within, rx.recv()).await.ok().and_then(Result::ok);
+    assert_eq!(next, Some(ProviderEvent::PromptsChanged));
     let (out, _) = run(&p, call("live", json!({"script": "scripts/go.sh"}))).await;
     assert!(!out.unwrap().is_error);
     tokio::time::sleep(Duration::from_millis(600)).await;

@@ -15,7 +15,14 @@ fn sample() -> Policy {
         .net_proxy("/run/axp/proxy.sock", 18080)
         .env("SECRET", OsString::from("va=l\u{e9}"))
         .pty(true)
-        .limits(Limits { procs: Some(10), memory: None, file_size: Some(1), open_files: Some(2), cpu_secs: Some(3) })
+        .limits(Limits {
+            procs: Some(10),
+            memory: None,
+            file_size: Some(1),
+            open_files: Some(2),
+            cpu_secs: Some(3),
+            nice: Some(7),
+        })
         .build()
         .expect("valid policy")
 }
@@ -25,6 +32,12 @@ fn encoding_round_trips() {
     let p = sample();
     assert_eq!(Policy::decode(&p.encode()).expect("decode"), p);
     assert_eq!(Policy::from_env_value(&p.to_env_value()).expect("hex"), p);
+}
+
+#[test]
+fn a_nice_value_past_19_is_refused() {
+    let err = Policy::builder("/w").limits(Limits { nice: Some(20), ..Limits::default() }).build().unwrap_err();
+    assert_eq!(err.to_string(), "nice value 20 is outside 0-19");
 }
 
 #[test]
@@ -110,10 +123,13 @@ fn reads_below_a_hidden_path_are_kept_even_inside_the_workspace() {
 
 #[test]
 fn a_blob_of_the_previous_version_is_refused() {
-    // Version 1 had no hidden paths: read with this field order, its environment count would be
-    // taken for the hidden paths. The magic carries the version, so it is refused outright.
+    // Version 1 had no hidden paths and version 2 no nice value: read with this field order,
+    // their fields would be taken for others. The magic carries the version, so each is refused
+    // outright.
     let mut old = sample().encode();
-    assert_eq!(&old[..8], b"AXPSBX2\0");
-    old[6] = b'1';
-    assert_eq!(Policy::decode(&old), Err(PolicyError::Decode("wrong magic or version")));
+    assert_eq!(&old[..8], b"AXPSBX3\0");
+    for v in [b'1', b'2'] {
+        old[6] = v;
+        assert_eq!(Policy::decode(&old), Err(PolicyError::Decode("wrong magic or version")));
+    }
 }

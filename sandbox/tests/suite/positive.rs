@@ -332,6 +332,23 @@ fn attack_cpu_burn_is_stopped_by_the_cpu_limit() {
     assert_eq!(signal_of(&o), Some(libc::SIGXCPU), "{o:?}");
 }
 
+/// A tree started at a lower CPU priority keeps it: no process of it can lower its nice value
+/// again (the attack: a job that renices itself to take the CPUs back from the gateway).
+#[test]
+fn attack_a_niced_tree_cannot_take_its_priority_back() {
+    let ws = workspace();
+    let p =
+        policy(ws.path()).limits(axp_sandbox::Limits { nice: Some(10), ..Default::default() }).build().expect("policy");
+    let script = "import os\nprint(os.getpriority(os.PRIO_PROCESS, 0))\n\
+                  try:\n    os.setpriority(os.PRIO_PROCESS, 0, 0)\n    print('reniced')\n\
+                  except OSError as e:\n    print('refused', e.errno)\n\
+                  print(os.getpriority(os.PRIO_PROCESS, 0))\n\
+                  print(os.popen('cut -d\" \" -f19 /proc/self/stat').read().strip())";
+    let o = sandboxed(&p, &["python3", "-c", script]);
+    ok(&o);
+    assert_eq!(o.stdout, format!("10\nrefused {}\n10\n10\n", libc::EACCES), "{o:?}");
+}
+
 /// The gateway's layout: its state directory inside the workspace is hidden, and the job's
 /// egress directory below it (the proxy socket's) and its code-mode directory are bound on top
 /// of the mask. The forwarder reaches the socket through the mask, and nothing else of the state

@@ -222,3 +222,62 @@ fn concurrent_appenders_through_store_log_share_one_sequence() {
         assert_eq!(mine, want);
     }
 }
+
+/// The stored lines a pass-through reader gets are exactly the decoded read's events, encoded:
+/// for a small log (read decoded and encoded again) and for one with an index (passed through),
+/// from any seq.
+#[test]
+fn read_lines_are_the_decoded_events_as_stored() {
+    let (_tmp, store) = super::open();
+    for (job, n) in [("small-log", 5u64), ("indexed-log", 300)] {
+        let log = store.log(job).unwrap();
+        for seq in 0..n {
+            log.append(stdout(seq)).unwrap();
+        }
+        for from in [0, 1, n / 2, n - 1, n, n + 3] {
+            let lines = store.log_reader(job).unwrap().read_lines(from, 100).unwrap();
+            let events = store.read_log(job, from, 100).unwrap();
+            assert_eq!(lines.len(), events.len(), "{job} from {from}");
+            assert_eq!(lines.next_seq(), events.last().map(|e| e.seq + 1), "{job} from {from}");
+            for ((seq, line), event) in lines.iter().zip(&events) {
+                assert_eq!(seq, event.seq);
+                let decoded: axp_protocol::methods::JobEvent = serde_json::from_str(line).unwrap();
+                assert_eq!(&decoded, event, "{job} event {seq}");
+                assert_eq!(line, serde_json::to_string(event).unwrap(), "{job} event {seq} is passed on byte for byte");
+            }
+            assert_eq!(lines.last(), events.last().cloned());
+        }
+    }
+}
+
+/// A pass-through read checks each line's job and seq, as a decoded read does: a line of
+/// another event spliced into the data is named, not passed on.
+#[test]
+fn read_lines_refuse_a_line_that_is_not_the_event_asked_for() {
+    let (tmp, store) = super::open();
+    let log = store.log("spliced").unwrap();
+    for seq in 0..100 {
+        log.append(stdout(seq)).unwrap();
+    }
+    log.sync().unwrap();
+    let data = std::fs::read_dir(tmp.path().join("state/jobs"))
+        .unwrap()
+        .flat_map(|shard| std::fs::read_dir(shard.unwrap().path()).unwrap())
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().is_some_and(|n| n == "spliced.jsonl"))
+        .expect("the job's data file");
+    let text = std::fs::read_to_string(&data).unwrap();
+    // Event 40's line, rewritten to claim seq 41 with the same length (so the index still fits).
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let forged = lines[40].replacen("\"seq\":40,", "\"seq\":41,", 1);
+    assert_eq!(forged.len(), lines[40].len());
+    let at: usize = lines[..40].iter().map(|l| l.len()).sum();
+    let mut bytes = text.into_bytes();
+    bytes[at..at + forged.len()].copy_from_slice(forged.as_bytes());
+    std::fs::write(&data, bytes).unwrap();
+
+    let err = store.log_reader("spliced").unwrap().read_lines(30, 50).unwrap_err().to_string();
+    assert!(err.contains("expected event 40"), "{err}");
+    // Lines before it still read.
+    assert_eq!(store.log_reader("spliced").unwrap().read_lines(30, 10).unwrap().len(), 10);
+}

@@ -1,0 +1,4 @@
+//! The integration tests, one file per subject.
+
+mod model;
+mod wordpiece;
