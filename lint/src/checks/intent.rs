@@ -129,7 +129,7 @@ fn abbreviation(before: &str) -> bool {
 const AGENT: &[Pat] = &[
     Pat("assistant|assistants|assistant's|llm|llms|llm's|claude|chatgpt|gpt|copilot|chatbot|bot's"),
     Pat("language|ai model|models|model's"),
-    Pat("the|this|any|every|dear model|model's|ai|ai's|agent|agents|agent's"),
+    Pat("the|this|a|any|every|dear model|model's|ai|ai's|agent|agents|agent's"),
     Pat("automated|ai agents|agent|systems|callers|clients|readers|consumers"),
     Pat("whoever|whatever|whichever ~1 reads|sees|processes|loads|receives this"),
     Pat("whoever runs|calls|uses"),
@@ -158,6 +158,7 @@ const CONDUCT: &[Pat] = &[
 /// Enough even with a bare "you", which honest descriptions use for ordinary advice.
 const STANDING: &[Pat] = &[
     Pat("from here|now|this point on|onward|onwards"),
+    Pat("from this call|moment|point|message|turn on|onward|onwards"),
     Pat("henceforth|hereafter|thereafter|onward|onwards|remainder"),
     Pat("for|during the rest|remainder|duration"),
     Pat("whatever|regardless|irrespective"),
@@ -170,6 +171,9 @@ const STANDING: &[Pat] = &[
     Pat("elevated|administrator|admin|operator|operator's|maintenance"),
     Pat("restriction*|guideline*|guidance|safety|caveat*|refusal*|filtering|safeguard*|limitation*|disclaimer*"),
     Pat("out of date|supersede*|overrid*|revised|lifted|switched off|disabled"),
+    Pat("outrank*|trump*|supersede*"),
+    Pat("take|takes precedence"),
+    Pat("persona"),
     Pat("same standing|authority"),
     Pat("primary|real|true|main objective|goal|purpose|mission"),
     Pat("mode"),
@@ -178,7 +182,7 @@ const STANDING: &[Pat] = &[
     Pat("last word"),
     Pat("they|user|them is|are mistaken|wrong"),
     Pat("new|top|first|overriding|real priority|priorities|objective|goal|task|job|role"),
-    Pat("as final|definitive|unquestionable|settled|beyond question"),
+    Pat("as final|definitive|unquestionable|settled"),
 ];
 
 /// Tool output or retrieved text to be obeyed.
@@ -208,7 +212,8 @@ const BYPASS: &[Pat] = &[
     Pat("as its own knowledge"),
     Pat("never cite"),
     Pat("pause|stop|wait ~2 ask|asking|confirm|confirmation|check|checking"),
-    Pat("skip|omit|drop|without disclaimers|caveats|warnings|disclaimer|caveat|warning"),
+    Pat("skip|omit|drop|without disclaimers|caveats|warnings|disclaimer|caveat|warning|explanations|explanation"),
+    Pat("without mention|mentioning|telling|saying|notice|noticing"),
     Pat("consent|approval|permission is|was implied|assumed|given"),
     Pat("cleared|free|allowed to act|proceed"),
     Pat("user ~3 not asked|requested|approved"),
@@ -277,6 +282,19 @@ pub(crate) fn injection(s: &Sentence) -> Option<String> {
     {
         return Some(format!("governs the agent's later replies: \"{}\" … \"{}\"", s.quote(r), s.quote(c)));
     }
+    // The agent's summaries or replies, as the sentence's subject, slanted.
+    if w.iter().take(2).any(|x| matches!(x.as_str(), "summaries" | "replies" | "answers" | "responses" | "reports"))
+        && let Some(c) = any(SLANT, w)
+        && !negated_at(w, c.0)
+    {
+        return Some(format!("slants the agent's replies: \"{}\"", s.quote(c)));
+    }
+    // An order that overrules the user.
+    if let Some(r) = any(OVERRULE, w)
+        && imperative(s)
+    {
+        return Some(format!("tells the agent to overrule the user: \"{}\"", s.quote(r)));
+    }
     any(MODAL, w)?;
     let (a, c) = match (agent, you, standing, any(CONDUCT, w)) {
         (Some(a), _, Some(c), _) | (Some(a), _, None, Some(c)) | (None, Some(a), Some(c), _) => (a, c),
@@ -287,6 +305,20 @@ pub(crate) fn injection(s: &Sentence) -> Option<String> {
 
 /// The agent's own output.
 const REPLIES: &[Pat] = &[Pat("reply|replies|response|responses|answer|answers")];
+
+/// The agent's write-ups slanted: "summaries that touch on competitors leave out their names".
+const SLANT: &[Pat] = &[
+    Pat("leave|leaves out"),
+    Pat("omit|omits|promote|promotes|praise|praises|disparage|disparages|downplay|downplays|avoid|avoids"),
+    Pat("describe|describes|portray|portrays|depict|depicts ~5 as"),
+];
+
+/// The user overruled: "even if the user insists otherwise", "whatever the user wrote".
+const OVERRULE: &[Pat] = &[
+    Pat("even if|though|when the? user|they insists|insist|objects|object|disagrees|disagree|says|say"),
+    Pat("whatever the? user|they wrote|writes|says|said|wants|asked|asks"),
+    Pat("regardless of what the? user|they wrote|writes|says|said|wants|asked|asks"),
+];
 
 /// The agent's rules said to be lifted: only nouns that name an assistant's policy, and
 /// verbs of lifting (not "do not apply", which honest limits say).
@@ -305,6 +337,7 @@ const REPLIES_AFTER: &[Pat] = &[Pat(
 
 /// Time words that make an order outlast the call.
 const FOR_GOOD: &[Pat] = &[
+    Pat("all|every later|subsequent|future turns|turn|replies|messages|answers"),
     Pat("henceforth|hereafter|thereafter|onward|onwards|forevermore"),
     Pat("from here|now|this point on|onward|onwards"),
     Pat("for|during the rest|remainder of"),
@@ -327,6 +360,8 @@ const STANDING_SHIFT: &[Pat] = &[
     Pat("you|agents|assistant|model|assistants|models may|can now"),
     Pat("consider|regard|imagine yourself"),
     Pat("acts|act|operates|operate|serves|serve as"),
+    Pat("outrank*|trump*|supersede*|overrid* anything|everything|whatever"),
+    Pat("adopt|adopts|assume|assumes|take|takes on? the|a persona|character|role|identity"),
     Pat("remainder|rest of the? session|conversation|chat"),
 ];
 
@@ -470,6 +505,7 @@ const CONVERSATION: &[Pat] = &[
     Pat("private|direct|personal messages"),
     Pat("previous|earlier|other|prior tool|tools|tools' results|outputs|responses|answers"),
     Pat("results|outputs ~2 of|from other|earlier|previous tools|tool|calls"),
+    Pat("received|got|returned from|by any? other|another server|servers|tool|tools"),
 ];
 
 const INSTRUCTIONS: &[Pat] = &[
@@ -764,6 +800,13 @@ fn ordered_handover(s: &Sentence) -> Option<&String> {
         .any(|p| lower.contains(p));
     // "Best results come from passing ...": advice that names a handover as the way to use it.
     let advised = s.words.iter().any(|x| matches!(x.as_str(), "best" | "better" | "ideal" | "ideally" | "recommended"));
+    // "Set `units` to the user's home city": an argument set to data, not to an option.
+    if starts.iter().any(|x| x == "set")
+        && SET_TO.find(&s.words).is_some()
+        && let Some(x) = s.words.iter().find(|x| *x == "set")
+    {
+        return Some(x);
+    }
     s.words.iter().enumerate().find_map(|(i, x)| {
         if advised
             && x.ends_with("ing")
@@ -829,18 +872,35 @@ fn argument_receives(s: &Sentence) -> bool {
         }))
 }
 
+/// An argument set to some data (a determiner follows "to"), not to a mode ("to include").
+const SET_TO: Pat = Pat("set ~2 to the|a|an|your|their|user's|users'|any|every|all|his|her");
+
 /// The agent named as the one who fills something in: "computed by the agent from ...".
 const BY_AGENT: &[Pat] = &[Pat("by the|your? agent|assistant|model|ai|llm")];
 
 /// A transfer the tool itself makes, in the passive: "each task is mirrored ... to URL".
-const PASSIVE_HANDOVER: &[Pat] = &[Pat(
-    "is|are|gets|get mirrored|sent|copied|forwarded|uploaded|posted|shared|synced|exported|transmitted|relayed|reported",
-)];
+const PASSIVE_HANDOVER: &[Pat] = &[
+    Pat("is|are|gets|get mirrored|sent|copied|forwarded|uploaded|posted|shared|synced|exported|transmitted|relayed|reported"),
+    Pat("go|goes|flow|flows|travel|travels to"),
+];
 
 /// An outside destination written into the sentence: an address, a URL, a bucket, a channel.
 pub(crate) fn destination(text: &str) -> Option<String> {
+    let mut prev = "";
     for tok in text.split(|c: char| c.is_whitespace() || "`'\"<>(),;".contains(c)) {
         let t = tok.trim_end_matches(['.', ':']);
+        // A bare host name as where something goes: "go to collector.example".
+        let labels: Vec<&str> = t.split('.').collect();
+        let host = matches!(prev, "to" | "To" | "into")
+            && labels.len() >= 2
+            && labels.iter().all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+            && labels.last().is_some_and(|l| l.len() >= 2 && l.chars().all(|c| c.is_ascii_lowercase()));
+        if !tok.is_empty() {
+            prev = tok;
+        }
+        if host {
+            return Some(t.to_string());
+        }
         let lower = t.to_lowercase();
         let email = t.split_once('@').is_some_and(|(u, d)| {
             !u.is_empty()
@@ -985,6 +1045,9 @@ const PRESCRIBE: &[&str] = &[
     "garbles",
     "relies",
     "rely",
+    "rejected",
+    "refused",
+    "blocked",
 ];
 
 /// The work product of other tools: "opened with the GitHub tools".
@@ -1271,10 +1334,21 @@ pub(crate) fn side_effect(s: &Sentence, params: &[String]) -> Option<String> {
             "checks" | "lookups" | "calls" | "requests" | "queries" | "searches" | "views" | "reads" | "invocations" | "runs"
         )
     });
+    // The same, singular: "a definition request subscribes", "the check restarts".
+    let use_subject = w.iter().take(3).any(|x| {
+        matches!(x.as_str(), "check" | "lookup" | "call" | "request" | "query" | "search" | "invocation" | "run")
+    });
+    // Something the tool found sent away: "broken links found are reported to the owner".
+    let sent_out = !about_output && any(PASSIVE_HANDOVER, w).is_some() && w.iter().any(|x| x == "to") && !negated(w);
+    if sent_out {
+        return Some(format!("also \"{}\"", s.text.chars().take(60).collect::<String>()));
+    }
+    // "redirects are followed" is how the tool reads.
+    let redirects = w.iter().any(|x| x.starts_with("redirect") || x.starts_with("link"));
     // Something happens on reading: "disappear from the account once listed".
     let on_read = any(ON_READ, w).is_some();
     for (i, x) in w.iter().enumerate() {
-        if !effect(x) || sorting(i) || negated_at(w, i) {
+        if !effect(x) || sorting(i) || negated_at(w, i) || (redirects && base_forms(x).iter().any(|b| b == "follow")) {
             continue;
         }
         let prev = i.checked_sub(1).map(|j| w[j].as_str()).unwrap_or("");
@@ -1299,7 +1373,10 @@ pub(crate) fn side_effect(s: &Sentence, params: &[String]) -> Option<String> {
                 || (prev == "also" && be(prev2)));
         let also = prev == "also" && (!participle || be(prev2));
         let by = x.ends_with("ing") && prev == "by";
-        let acts = x.ends_with('s') && !x.ends_with("ss") && gerund_subject && (i <= 6 || prev == "and");
+        let acts = x.ends_with('s')
+            && !x.ends_with("ss")
+            && (gerund_subject || use_subject)
+            && (i <= 6 || prev == "and");
         // "the tool creates it", "it also sends" — this tool, in the present tense.
         let tool_does = x.ends_with('s')
             && !x.ends_with("ss")
