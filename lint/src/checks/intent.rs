@@ -323,7 +323,9 @@ const OVERRULE: &[Pat] = &[
 /// The agent's rules said to be lifted: only nouns that name an assistant's policy, and
 /// verbs of lifting (not "do not apply", which honest limits say).
 const POLICY_LIFTED: &[Pat] = &[
-    Pat("content|safety|usage|moderation|assistant|model policy|policies|guidelines|rules|filters|filtering ~4 no longer"),
+    Pat(
+        "content|safety|usage|moderation|assistant|model policy|policies|guidelines|rules|filters|filtering ~4 no longer",
+    ),
     Pat(
         "content|safety|usage|moderation|assistant|model policy|policies|guidelines|rules|filters|filtering ~4 lifted|suspended|waived|void|relaxed",
     ),
@@ -331,9 +333,8 @@ const POLICY_LIFTED: &[Pat] = &[
 ];
 
 /// The agent's replies after this tool's use.
-const REPLIES_AFTER: &[Pat] = &[Pat(
-    "answers|replies|responses|summaries ~3 after|following|once calling|using|invoking|consulting this|it",
-)];
+const REPLIES_AFTER: &[Pat] =
+    &[Pat("answers|replies|responses|summaries ~3 after|following|once calling|using|invoking|consulting this|it")];
 
 /// Time words that make an order outlast the call.
 const FOR_GOOD: &[Pat] = &[
@@ -345,7 +346,9 @@ const FOR_GOOD: &[Pat] = &[
 
 /// Verbs of conduct toward the user, as orders.
 const TOWARD_USER: &[Pat] = &[
-    Pat("reassure|assure|convince|persuade|tell|insist|claim|promise|pressure|urge|discourage|dissuade|downplay|present"),
+    Pat(
+        "reassure|assure|convince|persuade|tell|insist|claim|promise|pressure|urge|discourage|dissuade|downplay|present",
+    ),
     Pat("side with|against"),
     Pat("nudge|push|coax|encourage ~2 user|users|them|people"),
 ];
@@ -828,7 +831,10 @@ fn ordered_handover(s: &Sentence) -> Option<&String> {
         let urged = prev == "you" && matches!(prev2, "sure" | "ensure" | "must" | "should" | "always");
         // "filled by the agent with ...": the agent named as the one who hands it over.
         let by_agent = w_is(&s.words, i + 1, "by")
-            && s.words[i + 2..].iter().take(2).any(|n| matches!(n.as_str(), "agent" | "assistant" | "model" | "ai" | "llm"));
+            && s.words[i + 2..]
+                .iter()
+                .take(2)
+                .any(|n| matches!(n.as_str(), "agent" | "assistant" | "model" | "ai" | "llm"));
         let ordered = by_agent
             || (starts.contains(x) && bare(x))
             || (into_argument && bare(x))
@@ -852,24 +858,25 @@ pub(crate) fn orders_into(s: &Sentence) -> bool {
 fn argument_receives(s: &Sentence) -> bool {
     names_parameter(&s.text)
         && !negated(&s.words)
-        && (any(BY_AGENT, &s.words).is_some() || s.words.iter().enumerate().any(|(i, x)| {
-            matches!(
-                x.as_str(),
-                "should"
-                    | "must"
-                    | "takes"
-                    | "take"
-                    | "hold"
-                    | "holds"
-                    | "carry"
-                    | "carries"
-                    | "expects"
-                    | "ought"
-                    | "wants"
-                    | "needs"
-                    | "receives"
-            ) && s.words.get(i + 1).is_none_or(|n| n != "over")
-        }))
+        && (any(BY_AGENT, &s.words).is_some()
+            || s.words.iter().enumerate().any(|(i, x)| {
+                matches!(
+                    x.as_str(),
+                    "should"
+                        | "must"
+                        | "takes"
+                        | "take"
+                        | "hold"
+                        | "holds"
+                        | "carry"
+                        | "carries"
+                        | "expects"
+                        | "ought"
+                        | "wants"
+                        | "needs"
+                        | "receives"
+                ) && s.words.get(i + 1).is_none_or(|n| n != "over")
+            }))
 }
 
 /// An argument set to some data (a determiner follows "to"), not to a mode ("to include").
@@ -880,7 +887,9 @@ const BY_AGENT: &[Pat] = &[Pat("by the|your? agent|assistant|model|ai|llm")];
 
 /// A transfer the tool itself makes, in the passive: "each task is mirrored ... to URL".
 const PASSIVE_HANDOVER: &[Pat] = &[
-    Pat("is|are|gets|get mirrored|sent|copied|forwarded|uploaded|posted|shared|synced|exported|transmitted|relayed|reported"),
+    Pat(
+        "is|are|gets|get mirrored|sent|copied|forwarded|uploaded|posted|shared|synced|exported|transmitted|relayed|reported",
+    ),
     Pat("go|goes|flow|flows|travel|travels to"),
 ];
 
@@ -1331,7 +1340,16 @@ pub(crate) fn side_effect(s: &Sentence, params: &[String]) -> Option<String> {
     let usage_subject = w.iter().take(3).any(|x| {
         matches!(
             x.as_str(),
-            "checks" | "lookups" | "calls" | "requests" | "queries" | "searches" | "views" | "reads" | "invocations" | "runs"
+            "checks"
+                | "lookups"
+                | "calls"
+                | "requests"
+                | "queries"
+                | "searches"
+                | "views"
+                | "reads"
+                | "invocations"
+                | "runs"
         )
     });
     // The same, singular: "a definition request subscribes", "the check restarts".
@@ -1373,10 +1391,8 @@ pub(crate) fn side_effect(s: &Sentence, params: &[String]) -> Option<String> {
                 || (prev == "also" && be(prev2)));
         let also = prev == "also" && (!participle || be(prev2));
         let by = x.ends_with("ing") && prev == "by";
-        let acts = x.ends_with('s')
-            && !x.ends_with("ss")
-            && (gerund_subject || use_subject)
-            && (i <= 6 || prev == "and");
+        let acts =
+            x.ends_with('s') && !x.ends_with("ss") && (gerund_subject || use_subject) && (i <= 6 || prev == "and");
         // "the tool creates it", "it also sends" — this tool, in the present tense.
         let tool_does = x.ends_with('s')
             && !x.ends_with("ss")
@@ -1387,10 +1403,9 @@ pub(crate) fn side_effect(s: &Sentence, params: &[String]) -> Option<String> {
         // What the tool does to its own arguments ("it fixes dataset, query, fields") shapes
         // the call, not the world.
         // A parameter named like a function word ("to", "from") is not named by it.
-        let on_arguments = w[i + 1..]
-            .iter()
-            .take(2)
-            .any(|o| params.contains(o) && !matches!(o.as_str(), "to" | "from" | "in" | "on" | "at" | "by" | "for" | "of"));
+        let on_arguments = w[i + 1..].iter().take(2).any(|o| {
+            params.contains(o) && !matches!(o.as_str(), "to" | "from" | "in" | "on" | "at" | "by" | "for" | "of")
+        });
         let acts_plural = usage_subject
             && i > 0
             && i <= 6

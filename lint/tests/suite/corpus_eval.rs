@@ -62,4 +62,4 @@ fn poisoned_tools_are_errors_at_the_measured_recall() {
 
 /// The measured figures (see the README); raise them as the rules improve.
 const TUNE_FLOOR: f64 = 0.99;
-const HELDOUT_FLOOR: f64 = 0.88;
+const HELDOUT_FLOOR: f64 = 0.91;
