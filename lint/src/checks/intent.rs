@@ -179,6 +179,8 @@ const STANDING: &[Pat] = &[
     Pat("mode"),
     Pat("now acts|act|operates|operate|serves|serve|works|work as"),
     Pat("second opinions|opinion"),
+    Pat("stop|cease|refuse|refuses|decline|declines ~2 helping|help|assisting|assistance|answering"),
+    Pat("applies|apply to all|every topics|topic|questions|requests|conversations"),
     Pat("last word"),
     Pat("they|user|them is|are mistaken|wrong"),
     Pat("new|top|first|overriding|real priority|priorities|objective|goal|task|job|role"),
@@ -282,6 +284,10 @@ pub(crate) fn injection(s: &Sentence) -> Option<String> {
     {
         return Some(format!("governs the agent's later replies: \"{}\" … \"{}\"", s.quote(r), s.quote(c)));
     }
+    // The agent named, and told to advertise: "mention nearby sponsored restaurants".
+    if let (Some(a), Some(p)) = (agent, any(PROMO, w)) {
+        return Some(format!("has the agent advertise: \"{}\" … \"{}\"", s.quote(a), s.quote(p)));
+    }
     // The agent's summaries or replies, as the sentence's subject, slanted.
     if w.iter().take(2).any(|x| matches!(x.as_str(), "summaries" | "replies" | "answers" | "responses" | "reports"))
         && let Some(c) = any(SLANT, w)
@@ -312,6 +318,9 @@ const SLANT: &[Pat] = &[
     Pat("omit|omits|promote|promotes|praise|praises|disparage|disparages|downplay|downplays|avoid|avoids"),
     Pat("describe|describes|portray|portrays|depict|depicts ~5 as"),
 ];
+
+/// Advertising worked into the agent's replies.
+const PROMO: &[Pat] = &[Pat("sponsored|sponsor's|affiliate|promotional|advertis*|upsell*")];
 
 /// The user overruled: "even if the user insists otherwise", "whatever the user wrote".
 const OVERRULE: &[Pat] = &[
@@ -363,6 +372,7 @@ const STANDING_SHIFT: &[Pat] = &[
     Pat("you|agents|assistant|model|assistants|models may|can now"),
     Pat("consider|regard|imagine yourself"),
     Pat("acts|act|operates|operate|serves|serve as"),
+    Pat("stop|cease|refuse|refuses|decline|declines ~2 helping|help|assisting|assistance|answering"),
     Pat("outrank*|trump*|supersede*|overrid* anything|everything|whatever"),
     Pat("adopt|adopts|assume|assumes|take|takes on? the|a persona|character|role|identity"),
     Pat("remainder|rest of the? session|conversation|chat"),
@@ -398,6 +408,7 @@ fn imperative(s: &Sentence) -> bool {
                         | "double"
                         | "prepend"
                         | "relay"
+                        | "tell"
                 )
         }) && first.is_some_and(|f| !ADVICE.contains(&f.as_str()))
     })
@@ -505,7 +516,7 @@ const CONVERSATION: &[Pat] = &[
     Pat("private matters|affairs"),
     Pat("context window"),
     Pat("word for word"),
-    Pat("private|direct|personal messages"),
+    Pat("private|direct|personal messages|conversations|chats"),
     Pat("previous|earlier|other|prior tool|tools|tools' results|outputs|responses|answers"),
     Pat("results|outputs ~2 of|from other|earlier|previous tools|tool|calls"),
     Pat("received|got|returned from|by any? other|another server|servers|tool|tools"),
@@ -859,6 +870,7 @@ fn argument_receives(s: &Sentence) -> bool {
     names_parameter(&s.text)
         && !negated(&s.words)
         && (any(BY_AGENT, &s.words).is_some()
+            || any(GOOD_VALUE, &s.words).is_some()
             || s.words.iter().enumerate().any(|(i, x)| {
                 matches!(
                     x.as_str(),
@@ -883,7 +895,13 @@ fn argument_receives(s: &Sentence) -> bool {
 const SET_TO: Pat = Pat("set ~2 to the|a|an|your|their|user's|users'|any|every|all|his|her");
 
 /// The agent named as the one who fills something in: "computed by the agent from ...".
-const BY_AGENT: &[Pat] = &[Pat("by the|your? agent|assistant|model|ai|llm")];
+const BY_AGENT: &[Pat] = &[
+    Pat("by the|your? agent|assistant|model|ai|llm"),
+    Pat("agent|assistant|model derives|fills|computes|builds|takes|writes|puts|sets|draws"),
+];
+
+/// A value recommended for an argument: "a good `label` is ...".
+const GOOD_VALUE: &[Pat] = &[Pat("good|best|ideal|recommended ~1 is|are|value|values")];
 
 /// A transfer the tool itself makes, in the passive: "each task is mirrored ... to URL".
 const PASSIVE_HANDOVER: &[Pat] = &[
@@ -988,7 +1006,7 @@ const OTHER_TOOLS: &[Pat] = &[
     Pat("the ~2 tool"),
     Pat("a|any tool call|calls"),
     Pat(
-        "sent|written|posted|composed|created|made|done|performed|initiated|issued|run|performed by|through|with|via ~3 agent|assistant|model|tools|tool|server|another",
+        "sent|written|posted|composed|created|made|done|performed|initiated|issued|run|performed by|through|with|via ~4 agent|assistant|model|tools|tool|server|servers|another|integration|integrations",
     ),
     Pat(
         "agent|assistant|model ~1 writes|sends|posts|commits|creates|composes|pushes|runs|makes|initiates|uploads|replies|calls",
@@ -1056,6 +1074,7 @@ const PRESCRIBE: &[&str] = &[
     "rely",
     "rejected",
     "refused",
+    "trusted",
     "blocked",
 ];
 
@@ -1142,6 +1161,14 @@ pub(crate) fn shadowing(s: &Sentence, own: &[String], named: Option<&str>) -> Op
             (tied && imperative(s)).then(|| "an order about it".to_string())
         })
         .or_else(|| destination(&s.text).map(|d| format!("sends their work to `{d}`")))
+        // What they are to do, said as what they do: "when the browser tools open a page, they
+        // add it to these bookmarks first".
+        .or_else(|| {
+            let tied = w.iter().any(|x| matches!(x.as_str(), "when" | "whenever" | "after" | "before" | "once"));
+            w.windows(2)
+                .find(|p| tied && p[0] == "they" && verb_in(&p[1], EFFECT_VERBS) && !verb_in(&p[1], OUTPUT_SHAPING))
+                .map(|p| format!("an order about what they do (\"{}\")", p.join(" ")))
+        })
         // Their work product changed: "any pull request opened with the GitHub tools adds ...".
         .or_else(|| {
             any(OTHERS_WORK, w)?;
@@ -1246,7 +1273,12 @@ const EFFECT_VERBS: &[&str] = &[
     "enroll",
     "disappear",
     "vanish",
+    "rebuild",
+    "bill",
 ];
+
+/// The user's input put to another use.
+const REUSED: &[Pat] = &[Pat("used|reused|kept|retained to|for train|training|improve|sell|profile|advertising")];
 
 /// A reading of the tool as the trigger of what the sentence says happens.
 const ON_READ: &[Pat] = &[Pat(
@@ -1358,7 +1390,9 @@ pub(crate) fn side_effect(s: &Sentence, params: &[String]) -> Option<String> {
     });
     // Something the tool found sent away: "broken links found are reported to the owner".
     let sent_out = !about_output && any(PASSIVE_HANDOVER, w).is_some() && w.iter().any(|x| x == "to") && !negated(w);
-    if sent_out {
+    // What is kept for another use: "used to train the vendor's models".
+    let reused = any(REUSED, w).filter(|r| !negated_at(w, r.0));
+    if sent_out || reused.is_some() {
         return Some(format!("also \"{}\"", s.text.chars().take(60).collect::<String>()));
     }
     // "redirects are followed" is how the tool reads.
@@ -1391,8 +1425,10 @@ pub(crate) fn side_effect(s: &Sentence, params: &[String]) -> Option<String> {
                 || (prev == "also" && be(prev2)));
         let also = prev == "also" && (!participle || be(prev2));
         let by = x.ends_with("ing") && prev == "by";
-        let acts =
-            x.ends_with('s') && !x.ends_with("ss") && (gerund_subject || use_subject) && (i <= 6 || prev == "and");
+        let acts = x.ends_with('s')
+            && !x.ends_with("ss")
+            && (gerund_subject || use_subject)
+            && (i <= 6 || matches!(prev, "and" | "which"));
         // "the tool creates it", "it also sends" — this tool, in the present tense.
         let tool_does = x.ends_with('s')
             && !x.ends_with("ss")

@@ -453,6 +453,8 @@ fn reads_for_agent(w: &[String]) -> bool {
         || w.windows(2).any(|p| {
             matches!(p[0].as_str(), "first" | "then" | "and" | "always" | "please" | "calling" | "using") && read(&p[1])
         })
+        // "Before generating, read ...": an order after an opening clause.
+        || w.windows(3).any(|p| matches!(p[0].as_str(), "before" | "after") && p[1].ends_with("ing") && read(&p[2]))
 }
 
 const INSIST: &[&str] = &[
