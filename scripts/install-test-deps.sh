@@ -9,12 +9,13 @@ cd "$(dirname "$0")/.."
 need() { command -v "$1" >/dev/null 2>&1; }
 
 # c++: libFuzzer, which the fuzzing smoke links, is C++ built from source by libfuzzer-sys.
-if ! need node || ! need npm || ! need git || ! need curl || ! need setpriv || ! need c++; then
+# xz: scripts/audit-deps.sh unpacks the vendored RustSec advisory database with it.
+if ! need node || ! need npm || ! need git || ! need curl || ! need setpriv || ! need c++ || ! need xz; then
   if need apt-get; then
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends nodejs npm git curl util-linux ca-certificates g++ >/dev/null
+    apt-get install -y -qq --no-install-recommends nodejs npm git curl util-linux ca-certificates g++ xz-utils >/dev/null
   else
-    echo "install node, npm, git, curl, util-linux (setpriv) and a C++ compiler first" >&2
+    echo "install node, npm, git, curl, util-linux (setpriv), xz and a C++ compiler first" >&2
     exit 1
   fi
 fi

