@@ -29,11 +29,10 @@ use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, UpdateDeadline,
 };
 use wasmtime_wasi::filesystem::WasiFilesystemCtx;
-use wasmtime_wasi::{DirPerms, FilePerms, WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::bindings::http::types::ErrorCode as HttpErrorCode;
-use wasmtime_wasi_http::body::HyperOutgoingBody;
-use wasmtime_wasi_http::types::{HostFutureIncomingResponse, IncomingResponse, OutgoingRequestConfig};
-use wasmtime_wasi_http::{HttpResult, WasiHttpCtx, WasiHttpView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{
+    Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
+};
 
 use crate::manifest::{ABI_VERSION, Capabilities, net_allows};
 use crate::output::to_tool_output;
@@ -50,7 +49,7 @@ pub mod bindings {
             "wasi:io": wasmtime_wasi::p2::bindings::io,
             "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
             "wasi:random": wasmtime_wasi::p2::bindings::random,
-            "wasi:http": wasmtime_wasi_http::bindings::http,
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
         },
     });
 }
@@ -86,10 +85,10 @@ impl Default for WasmLimits {
 pub enum WasmError {
     /// The engine could not be created (e.g. the pool could not reserve memory).
     #[error("cannot start the WASM engine: {0:#}")]
-    Engine(anyhow::Error),
+    Engine(wasmtime::Error),
     /// The bytes are not a valid component, or compiling it failed.
     #[error("cannot compile the component: {0:#}")]
-    Compile(anyhow::Error),
+    Compile(wasmtime::Error),
     /// The component targets another version of the plugin ABI.
     #[error(
         "the component was built for plugin ABI {found}, but this host speaks ABI {expected}; \
@@ -101,7 +100,7 @@ pub enum WasmError {
     NotAPlugin(String),
     /// The component imports something this host does not provide.
     #[error("the component needs imports this host does not provide: {0:#}")]
-    Link(anyhow::Error),
+    Link(wasmtime::Error),
     /// Instantiating or asking the plugin for its info and tools failed.
     #[error("the plugin failed while listing its tools: {0}")]
     Probe(String),
@@ -218,14 +217,13 @@ impl WasmRuntime {
             .pagemap_scan(wasmtime::Enabled::Auto);
         let mut config = Config::new();
         config
-            .async_support(true)
             .wasm_component_model(true)
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(WasmError::Engine)?;
         let mut linker: Linker<HostState> = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(WasmError::Engine)?;
-        wasmtime_wasi_http::add_only_http_to_linker_async(&mut linker).map_err(WasmError::Engine)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(WasmError::Engine)?;
         bindings::axp::provider::host::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(WasmError::Engine)?;
         bindings::axp::provider::types::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)
@@ -331,7 +329,7 @@ struct Shared {
 
 impl Shared {
     /// The system's root certificates plus the grants' extra roots, with the ring provider.
-    fn tls(&self) -> Result<Arc<rustls::ClientConfig>, HttpErrorCode> {
+    fn tls(&self) -> Result<Arc<rustls::ClientConfig>, HttpError> {
         if let Some(c) = self.tls.get() {
             return Ok(c.clone());
         }
@@ -341,13 +339,13 @@ impl Shared {
             let _ = roots.add(cert);
         }
         for der in &self.grants.extra_roots {
-            roots.add(rustls::pki_types::CertificateDer::from(der.clone())).map_err(|e| {
-                HttpErrorCode::InternalError(Some(format!("an extra root certificate is invalid: {e}")))
-            })?;
+            roots
+                .add(rustls::pki_types::CertificateDer::from(der.clone()))
+                .map_err(|e| HttpError::InternalError(Some(format!("an extra root certificate is invalid: {e}"))))?;
         }
         let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
-            .map_err(|e| HttpErrorCode::InternalError(Some(e.to_string())))?
+            .map_err(|e| HttpError::InternalError(Some(e.to_string())))?
             .with_root_certificates(roots)
             .with_no_client_auth();
         Ok(self.tls.get_or_init(|| Arc::new(config)).clone())
@@ -412,7 +410,7 @@ fn open_preopens(preopens: &[(PathBuf, String)]) -> Result<WasiFilesystemCtx, Wa
         // directory open as N (the kernel follows the descriptor, not a path), so the directory
         // it opens is the one checked above; ours is closed when `dir` drops.
         builder
-            .preopened_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()), guest, DirPerms::READ, FilePerms::READ)
+            .preopened_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()), guest, FsPerms::ReadOnly)
             .map_err(|e| refuse(format!("{e:#}")))?;
     }
     Ok(std::mem::take(builder.build().filesystem()))
@@ -422,6 +420,8 @@ fn open_preopens(preopens: &[(PathBuf, String)]) -> Result<WasiFilesystemCtx, Wa
 struct HostState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
+    /// Where the plugin's outbound HTTP goes: the grants check, then the egress proxy.
+    egress: EgressHooks,
     table: ResourceTable,
     limiter: MemLimiter,
     shared: Arc<Shared>,
@@ -438,15 +438,15 @@ struct MemLimiter {
 }
 
 impl ResourceLimiter for MemLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> anyhow::Result<bool> {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.max {
             self.hit = true;
-            anyhow::bail!("memory limit of {} bytes reached", self.max);
+            wasmtime::bail!("memory limit of {} bytes reached", self.max);
         }
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> anyhow::Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= 1_000_000)
     }
 }
@@ -458,95 +458,147 @@ impl WasiView for HostState {
 }
 
 impl WasiHttpView for HostState {
-    fn ctx(&mut self) -> &mut WasiHttpCtx {
-        &mut self.http
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.egress }
     }
+}
 
-    fn table(&mut self) -> &mut ResourceTable {
-        &mut self.table
+/// How long a request waits to connect, for the first response byte and between body frames
+/// when the plugin's request options leave it open (wasmtime-wasi-http's own default).
+const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The timeouts of one request: the plugin's request options, [`DEFAULT_HTTP_TIMEOUT`] for those
+/// it does not set.
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    connect: Duration,
+    first_byte: Duration,
+    between_bytes: Duration,
+}
+
+impl Timeouts {
+    fn of(options: Option<RequestOptions>) -> Self {
+        let o = options.unwrap_or_default();
+        Self {
+            connect: o.connect_timeout.unwrap_or(DEFAULT_HTTP_TIMEOUT),
+            first_byte: o.first_byte_timeout.unwrap_or(DEFAULT_HTTP_TIMEOUT),
+            between_bytes: o.between_bytes_timeout.unwrap_or(DEFAULT_HTTP_TIMEOUT),
+        }
     }
+}
 
-    /// The egress filter: every request's host is checked against the manifest's `net` grants
-    /// before any connection is made.
-    fn send_request(
-        &mut self,
-        request: hyper::Request<HyperOutgoingBody>,
-        config: OutgoingRequestConfig,
-    ) -> HttpResult<HostFutureIncomingResponse> {
-        let Some(host) = request.uri().host().map(str::to_string) else {
-            return Err(HttpErrorCode::HttpRequestUriInvalid.into());
+/// A request that was answered: the response, and the connection's I/O, which wasmtime-wasi-http
+/// keeps until the plugin is done with the body.
+type Sent = (http::Response<WasiBody>, Box<dyn Future<Output = Result<(), HttpError>> + Send>);
+
+/// Where a granted request goes.
+enum Route {
+    /// Through the egress proxy's UNIX socket; `tls` for HTTPS (a `CONNECT` tunnel).
+    Proxy { socket: PathBuf, host: String, port: u16, tls: Option<Arc<rustls::ClientConfig>> },
+    /// Straight to `host:port` over TCP (no proxy configured: library use and tests).
+    Direct(String),
+}
+
+/// The outbound-HTTP hooks of one store: every request a plugin makes through `wasi:http` is
+/// sent here, and nowhere else.
+struct EgressHooks {
+    shared: Arc<Shared>,
+}
+
+impl EgressHooks {
+    /// The egress filter: the request's host is checked against the manifest's `net` grants
+    /// before any connection is made, and a refused request connects nowhere.
+    fn route(&self, request: &http::Request<WasiBody>) -> Result<Route, HttpError> {
+        let shared = &self.shared;
+        let uri = request.uri();
+        let Some(host) = uri.host().map(str::to_string) else {
+            return Err(HttpError::HttpRequestUriInvalid);
         };
-        let port = request.uri().port_u16().unwrap_or(if config.use_tls { 443 } else { 80 });
-        if !net_allows(&self.shared.grants.net, &host, port) {
-            tracing::warn!(plugin = %self.shared.id, %host, port, "plugin HTTP request denied: domain not granted");
-            return Err(HttpErrorCode::HttpRequestDenied.into());
+        let use_tls = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+        let port = uri.port_u16().unwrap_or(if use_tls { 443 } else { 80 });
+        if !net_allows(&shared.grants.net, &host, port) {
+            tracing::warn!(plugin = %shared.id, %host, port, "plugin HTTP request denied: domain not granted");
+            return Err(HttpError::HttpRequestDenied);
         }
-        if let Some(proxy) = self.shared.grants.egress_proxy.clone() {
-            tracing::debug!(plugin = %self.shared.id, %host, port, "plugin HTTP request allowed; via the egress proxy");
-            let tls = if config.use_tls { Some(self.shared.tls()?) } else { None };
-            let handle = wasmtime_wasi::runtime::spawn(async move {
-                Ok(send_via_proxy(request, proxy, host, port, tls, config).await)
-            });
-            return Ok(HostFutureIncomingResponse::pending(handle));
+        if let Some(socket) = shared.grants.egress_proxy.clone() {
+            tracing::debug!(plugin = %shared.id, %host, port, "plugin HTTP request allowed; via the egress proxy");
+            let tls = if use_tls { Some(shared.tls()?) } else { None };
+            return Ok(Route::Proxy { socket, host, port, tls });
         }
-        if config.use_tls {
+        if use_tls {
             // Without a proxy (library use), TLS is not offered: refuse rather than send in
             // clear text.
-            return Err(HttpErrorCode::InternalError(Some(
+            return Err(HttpError::InternalError(Some(
                 "HTTPS from WASM plugins needs the egress proxy (the gateway provides it)".into(),
-            ))
-            .into());
+            )));
         }
-        let target = self
-            .shared
+        let target = shared
             .grants
             .resolve_override
             .get(&host.to_ascii_lowercase())
             .map(|a| SocketAddr::new(a.ip(), port).to_string())
             .unwrap_or_else(|| format!("{host}:{port}"));
-        tracing::debug!(plugin = %self.shared.id, %host, port, "plugin HTTP request allowed");
-        let handle = wasmtime_wasi::runtime::spawn(async move {
-            let tcp = tokio::time::timeout(config.connect_timeout, tokio::net::TcpStream::connect(&target))
-                .await
-                .map_err(|_| HttpErrorCode::ConnectionTimeout)
-                .and_then(|r| r.map_err(|_| HttpErrorCode::ConnectionRefused));
-            Ok(match tcp {
-                Ok(tcp) => send_on(request, tcp, config, true).await,
-                Err(e) => Err(e),
-            })
-        });
-        Ok(HostFutureIncomingResponse::pending(handle))
+        tracing::debug!(plugin = %shared.id, %host, port, "plugin HTTP request allowed");
+        Ok(Route::Direct(target))
+    }
+}
+
+impl WasiHttpHooks for EgressHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _response_done: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ) -> Box<dyn Future<Output = Result<Sent, HttpError>> + Send> {
+        // Decided now, in the plugin's call: the refusal reaches the plugin as the response's
+        // error (`HttpRequestDenied`), and nothing was sent.
+        let route = self.route(&request);
+        let timeouts = Timeouts::of(options);
+        Box::new(async move {
+            match route? {
+                Route::Proxy { socket, host, port, tls } => {
+                    send_via_proxy(request, socket, host, port, tls, timeouts).await
+                }
+                Route::Direct(target) => {
+                    let tcp = tokio::time::timeout(timeouts.connect, tokio::net::TcpStream::connect(&target))
+                        .await
+                        .map_err(|_| HttpError::ConnectionTimeout)?
+                        .map_err(|_| HttpError::ConnectionRefused)?;
+                    send_on(request, tcp, timeouts, true).await
+                }
+            }
+        })
     }
 }
 
 /// Sends one request through the egress proxy: plain HTTP in absolute form, HTTPS as a
 /// `CONNECT host:port` tunnel with TLS (SNI = the host) inside it.
 async fn send_via_proxy(
-    request: hyper::Request<HyperOutgoingBody>,
-    proxy: std::path::PathBuf,
+    request: http::Request<WasiBody>,
+    proxy: PathBuf,
     host: String,
     port: u16,
     tls: Option<Arc<rustls::ClientConfig>>,
-    config: OutgoingRequestConfig,
-) -> Result<IncomingResponse, HttpErrorCode> {
+    timeouts: Timeouts,
+) -> Result<Sent, HttpError> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::time::timeout;
-    let mut stream = timeout(config.connect_timeout, tokio::net::UnixStream::connect(&proxy))
+    let mut stream = timeout(timeouts.connect, tokio::net::UnixStream::connect(&proxy))
         .await
-        .map_err(|_| HttpErrorCode::ConnectionTimeout)?
+        .map_err(|_| HttpError::ConnectionTimeout)?
         .map_err(|e| {
             tracing::warn!(proxy = %proxy.display(), "cannot reach the egress proxy: {e}");
-            HttpErrorCode::ConnectionRefused
+            HttpError::ConnectionRefused
         })?;
     let Some(tls) = tls else {
         // Absolute form: the proxy reads the host from the request line and checks it.
-        return send_on(request, stream, config, false).await;
+        return send_on(request, stream, timeouts, false).await;
     };
     let authority = format!("{host}:{port}");
     stream
         .write_all(format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes())
         .await
-        .map_err(|_| HttpErrorCode::ConnectionTerminated)?;
+        .map_err(|_| HttpError::ConnectionTerminated)?;
     // Read the proxy's answer head byte by byte: nothing of the tunnel may be consumed.
     let mut head = Vec::new();
     let read_head = async {
@@ -559,50 +611,47 @@ async fn send_via_proxy(
         }
         Ok::<_, std::io::Error>(())
     };
-    timeout(config.connect_timeout, read_head)
+    timeout(timeouts.connect, read_head)
         .await
-        .map_err(|_| HttpErrorCode::ConnectionTimeout)?
-        .map_err(|_| HttpErrorCode::ConnectionTerminated)?;
+        .map_err(|_| HttpError::ConnectionTimeout)?
+        .map_err(|_| HttpError::ConnectionTerminated)?;
     let status_line = String::from_utf8_lossy(head.split(|b| *b == b'\n').next().unwrap_or_default()).into_owned();
     if status_line.split_whitespace().nth(1) != Some("200") {
         tracing::warn!(%host, port, answer = %status_line.trim(), "the egress proxy refused the tunnel");
-        return Err(HttpErrorCode::HttpRequestDenied);
+        return Err(HttpError::HttpRequestDenied);
     }
-    let name =
-        rustls::pki_types::ServerName::try_from(host.clone()).map_err(|_| HttpErrorCode::HttpRequestUriInvalid)?;
-    let tls_stream = timeout(config.connect_timeout, tokio_rustls::TlsConnector::from(tls).connect(name, stream))
+    let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    let tls_stream = timeout(timeouts.connect, tokio_rustls::TlsConnector::from(tls).connect(name, stream))
         .await
-        .map_err(|_| HttpErrorCode::ConnectionTimeout)?
+        .map_err(|_| HttpError::ConnectionTimeout)?
         .map_err(|e| {
             tracing::warn!(%host, "TLS handshake failed: {e}");
-            HttpErrorCode::TlsProtocolError
+            HttpError::TlsProtocolError
         })?;
-    send_on(request, tls_stream, config, true).await
+    send_on(request, tls_stream, timeouts, true).await
 }
 
 /// Sends one HTTP/1.1 request on an open connection. `origin_form`: the request line carries
 /// only the path (direct and tunnelled connections); otherwise the absolute URI (to a proxy).
 async fn send_on<S>(
-    mut request: hyper::Request<HyperOutgoingBody>,
+    mut request: http::Request<WasiBody>,
     io: S,
-    config: OutgoingRequestConfig,
+    timeouts: Timeouts,
     origin_form: bool,
-) -> Result<IncomingResponse, HttpErrorCode>
+) -> Result<Sent, HttpError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     use http_body_util::BodyExt;
     use tokio::time::timeout;
     let (mut sender, conn) =
-        timeout(config.connect_timeout, hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io)))
+        timeout(timeouts.connect, hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io)))
             .await
-            .map_err(|_| HttpErrorCode::ConnectionTimeout)?
-            .map_err(wasmtime_wasi_http::hyper_request_error)?;
-    let worker = wasmtime_wasi::runtime::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!("plugin HTTP connection ended: {e}");
-        }
-    });
+            .map_err(|_| HttpError::ConnectionTimeout)??;
+    // The connection's I/O runs on its own task from the start (the response cannot arrive
+    // otherwise); dropping the handle, as wasmtime-wasi-http does once the body is gone or the
+    // store is dropped, aborts it.
+    let conn = wasmtime_wasi::runtime::spawn(conn);
     let authority = request.uri().authority().map(|a| a.to_string());
     if let Some(a) = authority
         && !request.headers().contains_key(http::header::HOST)
@@ -612,14 +661,70 @@ where
     }
     if origin_form {
         let path = request.uri().path_and_query().map_or("/".to_string(), |p| p.as_str().to_string());
-        *request.uri_mut() = path.parse().map_err(|_| HttpErrorCode::HttpRequestUriInvalid)?;
+        *request.uri_mut() = path.parse().map_err(|_| HttpError::HttpRequestUriInvalid)?;
     }
-    let resp = timeout(config.first_byte_timeout, sender.send_request(request))
+    let resp = timeout(timeouts.first_byte, sender.send_request(request))
         .await
-        .map_err(|_| HttpErrorCode::ConnectionReadTimeout)?
-        .map_err(wasmtime_wasi_http::hyper_request_error)?
-        .map(|body| body.map_err(wasmtime_wasi_http::hyper_request_error).boxed());
-    Ok(IncomingResponse { resp, worker: Some(worker), between_bytes_timeout: config.between_bytes_timeout })
+        .map_err(|_| HttpError::ConnectionReadTimeout)??
+        .map(|body| FrameTimeout::new(body, timeouts.between_bytes).boxed_unsync());
+    let io = async move {
+        if let Err(e) = conn.await {
+            tracing::debug!("plugin HTTP connection ended: {e}");
+        }
+        Ok(())
+    };
+    Ok((resp, Box::new(io)))
+}
+
+/// A response body that fails with `ConnectionReadTimeout` when no frame arrives for `gap` (the
+/// request's between-bytes timeout, which wasmtime-wasi-http leaves to whoever sends).
+struct FrameTimeout<B> {
+    body: B,
+    gap: Duration,
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<B> FrameTimeout<B> {
+    fn new(body: B, gap: Duration) -> Self {
+        Self { body, gap, timer: Box::pin(tokio::time::sleep(gap)) }
+    }
+}
+
+impl<B> hyper::body::Body for FrameTimeout<B>
+where
+    B: hyper::body::Body<Data = hyper::body::Bytes> + Unpin,
+    B::Error: Into<HttpError>,
+{
+    type Data = hyper::body::Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                this.timer.as_mut().reset(tokio::time::Instant::now() + this.gap);
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match this.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 impl bindings::axp::provider::types::Host for HostState {}
@@ -695,6 +800,7 @@ impl WasmPlugin {
         let state = HostState {
             wasi,
             http: WasiHttpCtx::new(),
+            egress: EgressHooks { shared: self.shared.clone() },
             table: ResourceTable::new(),
             limiter: MemLimiter { max: limits.memory_bytes, hit: false },
             shared: self.shared.clone(),
@@ -708,7 +814,7 @@ impl WasmPlugin {
         store.epoch_deadline_callback(move |mut ctx| {
             if Instant::now() >= deadline {
                 ctx.data_mut().timed_out = true;
-                anyhow::bail!("the call's deadline passed");
+                wasmtime::bail!("the call's deadline passed");
             }
             // Yield so that other calls on this runtime's threads make progress.
             Ok(UpdateDeadline::Yield(1))
@@ -856,5 +962,46 @@ impl Provider for WasmProvider {
 
     async fn shutdown(&self) -> Result<(), ProviderError> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use http_body_util::BodyExt;
+    use hyper::body::{Bytes, Frame};
+
+    use super::*;
+
+    /// A body that has one frame at once, then never another.
+    struct Stalls(bool);
+
+    impl hyper::body::Body for Stalls {
+        type Data = Bytes;
+        type Error = HttpError;
+
+        fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
+            if std::mem::replace(&mut self.0, false) {
+                Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"first")))))
+            } else {
+                Poll::Pending
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_that_stalls_between_frames_fails_once_the_gap_passes() {
+        let gap = Duration::from_millis(100);
+        let t = Instant::now();
+        let mut body = FrameTimeout::new(Stalls(true), gap);
+        let first = body.frame().await.and_then(Result::ok).and_then(|f| f.into_data().ok());
+        assert_eq!(first.as_deref(), Some(&b"first"[..]));
+        // Without the timeout the second frame would never come: bound the wait.
+        let second = tokio::time::timeout(Duration::from_secs(5), body.frame()).await;
+        let err = second.ok().flatten().and_then(Result::err);
+        assert!(matches!(err, Some(HttpError::ConnectionReadTimeout)), "{err:?}");
+        assert!(t.elapsed() >= gap, "gave up after {:?}", t.elapsed());
     }
 }
