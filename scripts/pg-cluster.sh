@@ -5,6 +5,7 @@
 #   scripts/pg-cluster.sh start   # idempotent; prints the URL when the cluster is up
 #   scripts/pg-cluster.sh url     # prints postgres://axp:PASSWORD@127.0.0.1:PORT/axp
 #   scripts/pg-cluster.sh stop    # stops the cluster and removes its directory; idempotent
+#   scripts/pg-cluster.sh halt    # stops the server and keeps the cluster (`start` resumes it)
 #
 # Typical use: export AXP_TEST_PG_URL="$(scripts/pg-cluster.sh start)"
 #
@@ -140,12 +141,21 @@ stop() {
   fi
 }
 
+halt() {
+  BIN=$(find_bindir)
+  if running; then
+    as_user "$BIN/pg_ctl" -D "$DIR/data" -m fast -w -t "$WAIT_S" stop >/dev/null \
+      || die "the server did not stop within ${WAIT_S}s; see $DIR/server.log"
+  fi
+}
+
 # runuser, useradd and the cluster's files (0700, owned by $OS_USER) need root.
 [ "$(id -u)" = 0 ] || die "run this as root: it runs the server as the unprivileged user $OS_USER"
 
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
+  halt) halt ;;
   url) BIN=$(find_bindir); running || die "the cluster in $DIR is not running; run scripts/pg-cluster.sh start"; url ;;
-  *) echo "usage: $0 start|stop|url" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|halt|url" >&2; exit 2 ;;
 esac

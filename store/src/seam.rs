@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::pg::{self, Postgres};
 use crate::{Created, Embedded, JobRecord, Result, SessionRecord, Started, StoreError, StoreOptions, log};
 
-pub use crate::pg::{Listener, Message, Reaped, Revocations};
+pub use crate::pg::{Listener, Message, Reaped, Revocations, SharedChange, SharedFile};
 
 /// Which backend a [`Store`] runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -390,6 +390,56 @@ impl Store {
     /// Sends `payload` to every replica that listens now, this one included. PostgreSQL only.
     pub fn broadcast(&self, payload: &str) -> Result<()> {
         self.postgres("messages")?.db.broadcast(payload)
+    }
+
+    /// Shared file `name` (the pins lockfile, the plugin lockfile, …) as last written by any
+    /// replica; `None` if none was. PostgreSQL only: an embedded store's gateway keeps these
+    /// files in its state directory.
+    pub fn read_shared(&self, name: &str) -> Result<Option<SharedFile>> {
+        self.postgres("shared files")?.db.read_shared(name)
+    }
+
+    /// The version of every shared file whose name starts with `prefix`, in name order: poll
+    /// it to learn that another replica changed one. PostgreSQL only.
+    pub fn shared_versions(&self, prefix: &str) -> Result<Vec<(String, u64)>> {
+        self.postgres("shared files")?.db.shared_versions(prefix)
+    }
+
+    /// Changes shared file `name` as one read-modify-write under its row's lock: `change` gets
+    /// its bytes now (`None`: never written) and returns the new bytes, or `None` to leave it.
+    /// Committed durably, with its version bumped, before this returns; concurrent changes
+    /// (from any replica) are applied one after the other, never lost. Returns the file as it
+    /// is then. `change` runs on a connection thread: keep it short. PostgreSQL only.
+    pub fn update_shared(&self, name: &str, change: SharedChange) -> Result<Option<SharedFile>> {
+        self.postgres("shared files")?.db.update_shared(name, change)
+    }
+
+    /// Forgets shared file `name`; `false` if there was none. PostgreSQL only.
+    pub fn delete_shared(&self, name: &str) -> Result<bool> {
+        self.postgres("shared files")?.db.delete_shared(name)
+    }
+
+    /// The jobs in `state` this gateway holds, oldest first: on PostgreSQL those this replica
+    /// owns (a parked job is held by one replica), on the embedded store all of them.
+    pub fn owned_jobs_in_state(&self, state: JobState) -> Result<Vec<JobRecord>> {
+        match &self.backend {
+            Backend::Embedded(e) => e.jobs_in_state(state),
+            Backend::Postgres(p) => p.db.owned_jobs_in_state(state),
+        }
+    }
+
+    /// Hands parked job `id`, which this replica owns, to replica `to` (where an operator's
+    /// decision on it arrived): `false`, changing nothing, unless it is this replica's and
+    /// still awaits approval. PostgreSQL only.
+    pub fn give_parked(&self, id: &str, to: &str) -> Result<bool> {
+        self.postgres("job owners")?.db.give_parked(id, to)
+    }
+
+    /// Takes over the parked jobs of replicas that hold no lease, and returns them; each such
+    /// job goes to exactly one of the replicas calling at once. Call it after
+    /// [`Store::reap_expired`]. PostgreSQL only.
+    pub fn adopt_orphaned_parked(&self) -> Result<Vec<JobRecord>> {
+        self.postgres("job owners")?.db.adopt_orphaned_parked()
     }
 
     /// Listens for this replica's messages and broadcasts on a connection of its own, calling

@@ -420,7 +420,7 @@ fn the_schema_is_migrated_once_and_a_newer_one_is_refused() {
     let version = db.count("SELECT version::bigint FROM $S.axp_schema");
     assert!(version >= 1);
     assert_eq!(db.count("SELECT count(*) FROM $S.axp_schema"), 1);
-    assert_eq!(db.count("SELECT count(*) FROM information_schema.tables WHERE table_schema = '$S'"), 9);
+    assert_eq!(db.count("SELECT count(*) FROM information_schema.tables WHERE table_schema = '$S'"), 10);
     // Opening again changes nothing.
     drop(db.replica("a"));
     assert_eq!(db.count("SELECT version::bigint FROM $S.axp_schema"), version);
@@ -529,6 +529,16 @@ fn the_embedded_store_leaves_nonces_and_revocations_to_the_gateway() {
     assert!(matches!(store.use_nonce("n-0123456789abcdef", 1, 1, 1), Err(StoreError::Unsupported { .. })));
     assert!(matches!(store.revoke_token("0123456789abcdef0123456789abcdef"), Err(StoreError::Unsupported { .. })));
     assert!(matches!(store.revocations_since(0), Err(StoreError::Unsupported { .. })));
+    assert!(matches!(store.read_shared("pins"), Err(StoreError::Unsupported { .. })));
+    assert!(matches!(store.update_shared("pins", Box::new(|_| None)), Err(StoreError::Unsupported { .. })));
+    assert!(matches!(store.give_parked("j_x", "r_y"), Err(StoreError::Unsupported { .. })));
+    // Parked jobs: an embedded store's gateway holds all of them.
+    let mut parked = job("j_parked", "s1", None);
+    parked.state = JobState::AwaitingApproval;
+    store.create_job(&parked).unwrap();
+    let held: Vec<String> =
+        store.owned_jobs_in_state(JobState::AwaitingApproval).unwrap().into_iter().map(|j| j.id).collect();
+    assert_eq!(held, ["j_parked"]);
 }
 
 #[test]
@@ -654,4 +664,115 @@ fn replicas_agree_on_the_value_live_replicas_use() {
     std::thread::sleep(std::time::Duration::from_millis(700));
     assert_eq!(b.agree("token-key", "k2").unwrap(), "k2", "a's lease ran out: b starts afresh");
     assert_eq!(a.agree("token-key", "k1").unwrap(), "k2", "b is alive and uses k2");
+}
+
+/// A shared file changed from two replicas at once, 50 times each, keeps every change (a
+/// read-modify-write under the row's lock), is read the same from both, and its version says
+/// how many writes it took; a change that writes nothing leaves it as it was.
+#[test]
+fn a_shared_file_changed_from_two_replicas_at_once_loses_no_change() {
+    let Some(db) = Db::new() else { return };
+    let a = db.replica("a");
+    let b = db.replica("b");
+    assert_eq!(a.read_shared("pins").unwrap(), None);
+    assert_eq!(a.update_shared("pins", Box::new(|_| None)).unwrap(), None, "nothing written, nothing there");
+    assert_eq!(a.shared_versions("").unwrap(), vec![], "and no row left behind");
+    let barrier = Arc::new(Barrier::new(2));
+    let handles: Vec<_> = [("a", a.clone()), ("b", b.clone())]
+        .into_iter()
+        .map(|(name, store)| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                for i in 0..50 {
+                    let line = format!("{name}{i}\n");
+                    store
+                        .update_shared(
+                            "pins",
+                            Box::new(move |now| {
+                                let mut body = now.unwrap_or_default().to_vec();
+                                body.extend_from_slice(line.as_bytes());
+                                Some(body)
+                            }),
+                        )
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let on_a = a.read_shared("pins").unwrap().unwrap();
+    assert_eq!(on_a.version, 100);
+    assert_eq!(b.read_shared("pins").unwrap().unwrap(), on_a);
+    let text = String::from_utf8(on_a.body.clone()).unwrap();
+    for name in ["a", "b"] {
+        let mine: Vec<&str> = text.lines().filter(|l| l.starts_with(name)).collect();
+        let expected: Vec<String> = (0..50).map(|i| format!("{name}{i}")).collect();
+        assert_eq!(mine, expected, "every change of {name}, in its order");
+    }
+    let same = b.update_shared("pins", Box::new(|_| None)).unwrap().unwrap();
+    assert_eq!(same, on_a, "a change that writes nothing leaves the file and its version");
+    b.update_shared("plugins/p/1/a.wasm", Box::new(|_| Some(vec![0, 159, 146, 150]))).unwrap();
+    assert_eq!(
+        a.shared_versions("plugins/").unwrap(),
+        vec![("plugins/p/1/a.wasm".to_string(), 1)],
+        "binary bodies, listed by prefix"
+    );
+    assert_eq!(a.read_shared("plugins/p/1/a.wasm").unwrap().unwrap().body, vec![0, 159, 146, 150]);
+    assert!(a.delete_shared("plugins/p/1/a.wasm").unwrap());
+    assert!(!b.delete_shared("plugins/p/1/a.wasm").unwrap());
+}
+
+/// A parked job is held by the replica that parked it: only it lists it as its own; it hands
+/// the job to another replica at most once (a compare-and-set on the owner); and when its
+/// holder's lease runs out, exactly one of two replicas racing to adopt it gets it.
+#[test]
+fn a_parked_job_has_one_owner_handed_over_once_and_adopted_by_one_replica() {
+    let Some(db) = Db::new() else { return };
+    let (a, b, c) = (db.replica("a"), db.replica("b"), db.replica("c"));
+    a.register(std::time::Duration::from_millis(600)).unwrap();
+    for s in [&b, &c] {
+        s.register(std::time::Duration::from_secs(60)).unwrap();
+    }
+    let park = |store: &Store, id: &str| {
+        let mut j = job(id, "s1", None);
+        j.state = JobState::AwaitingApproval;
+        store.create_job(&j).unwrap();
+    };
+    park(&a, "j_one");
+    park(&a, "j_two");
+    let ids = |s: &Store| -> Vec<String> {
+        s.owned_jobs_in_state(JobState::AwaitingApproval).unwrap().into_iter().map(|j| j.id).collect()
+    };
+    assert_eq!(ids(&a), ["j_one", "j_two"]);
+    assert!(ids(&b).is_empty(), "only the replica that parked them holds them");
+    assert_eq!(b.jobs_in_state(JobState::AwaitingApproval).unwrap().len(), 2, "everyone sees them pending");
+
+    let b_id = b.replica_id().unwrap().to_string();
+    assert!(a.give_parked("j_one", &b_id).unwrap());
+    assert!(!a.give_parked("j_one", &b_id).unwrap(), "a holds it no more");
+    assert!(!c.give_parked("j_two", &b_id).unwrap(), "c never held it");
+    assert_eq!(ids(&b), ["j_one"]);
+    assert_eq!(b.job_owner("j_one").unwrap().as_deref(), Some(b_id.as_str()));
+
+    assert!(b.adopt_orphaned_parked().unwrap().is_empty(), "a's lease has not run out");
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    b.reap_expired(2_000).unwrap();
+    let barrier = Arc::new(Barrier::new(2));
+    let racers: Vec<_> = [b.clone(), c.clone()]
+        .into_iter()
+        .map(|s| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                s.adopt_orphaned_parked().unwrap().into_iter().map(|j| j.id).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let won: Vec<Vec<String>> = racers.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(won.concat(), ["j_two"], "exactly one replica adopts a dead replica's parked job: {won:?}");
+    assert_eq!(ids(&b).len() + ids(&c).len(), 2);
+    assert!(b.adopt_orphaned_parked().unwrap().is_empty() && c.adopt_orphaned_parked().unwrap().is_empty());
 }

@@ -9,20 +9,38 @@
 //! gateway writes each held-back change to `STATE/held-back.json` so the CLI can approve the
 //! version the gateway actually saw, and the gateway re-reads the lockfile when it changes
 //! ([`Admission::reload`]), so an approval takes effect without a restart.
+//!
+//! On a PostgreSQL store the pins every replica enforces are in the database (the shared file
+//! [`SHARED_PINS`]), changed by read-modify-writes under its row's lock; each replica's
+//! `STATE/axp.lock` becomes its mirror and its inbox. The replica writes the database's pins
+//! there whenever they change (so `axp lint` and the console read what is enforced), and an
+//! operator's edit of that file (`axp lint --approve` in that replica's state directory) is
+//! told apart from the mirror and applied to the database, where it wins over what was there.
+//! First sightings are added to the database without replacing what another replica pinned.
+//! Replicas poll the database's version every [`SHARED_POLL`], so a pin recorded or approved on
+//! one replica is enforced by every other within about that. At start, the file's pins that
+//! the database lacks are added to it (a gateway moving to PostgreSQL keeps its pins); the
+//! database wins where both have a pin, since a file left from a previous run may be stale.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axp_lint::registration::lint_tools_in;
+use axp_lint::drift::Pin;
 use axp_lint::{Catalog, Finding, LintConfig, Lockfile, Verdict};
 use axp_protocol::ToolSpec;
+use axp_store::{Store, StoreKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// The pins lockfile's name in the state directory.
 pub const LOCK_FILE: &str = "axp.lock";
+/// The name of the pins lockfile among a PostgreSQL store's shared files.
+pub const SHARED_PINS: &str = "pins/axp.lock";
+/// How often a replica on a PostgreSQL store looks for pins another replica changed.
+pub const SHARED_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 /// The record of held-back changes in the state directory: for each tool whose new version
 /// waits for approval, the version the provider now publishes.
 pub const HELD_FILE: &str = "held-back.json";
@@ -71,6 +89,8 @@ pub struct Admission {
     approve_hint: String,
     /// Set while a write of the lockfile is scheduled (see [`Admission::admit`]).
     save_pending: Arc<AtomicBool>,
+    /// On a PostgreSQL store: the pins every replica shares (see the module docs).
+    shared: Option<Arc<SharedPins>>,
     /// The catalog's tokenised descriptions, kept from one registration to the next.
     memo: Mutex<axp_lint::CatalogMemo>,
     /// Prompts and resources the lint refused, by (provider, name or URI): each is logged once,
@@ -79,6 +99,16 @@ pub struct Admission {
     /// Tools the lint refused at their provider's last registration, by index name: shown by
     /// `/healthz`, so a refusal is found where an operator looks, not only in the log.
     refused_tools: Mutex<BTreeMap<String, Refused>>,
+}
+
+/// The pins in a PostgreSQL store, and what this replica last knew of them.
+struct SharedPins {
+    store: Store,
+    /// The version of the database's pins this replica merged last.
+    version: AtomicU64,
+    /// The pins as this replica last wrote them to its own lockfile (what an operator's edit
+    /// of that file is told apart from); `None` before the first sync.
+    mirrored: Mutex<Option<Lockfile>>,
 }
 
 /// A tool the registration lint refused, with why.
@@ -109,7 +139,13 @@ impl Admission {
     /// `[lint]` from the settings (absent: defaults) and the lockfile in `state_dir` (absent:
     /// empty). `approve_with` is what the operator adds to `axp lint --approve TOOL` to reach
     /// this state directory (empty for the default one).
-    pub fn load(lint_table: Option<&toml::Value>, state_dir: &Path, approve_with: &str) -> anyhow::Result<Self> {
+    /// On a PostgreSQL `store` the pins are the database's (see the module docs).
+    pub fn load(
+        lint_table: Option<&toml::Value>,
+        state_dir: &Path,
+        approve_with: &str,
+        store: &Store,
+    ) -> anyhow::Result<Self> {
         let lock_path = state_dir.join(LOCK_FILE);
         let lock_path = lock_path.as_path();
         let config = match lint_table {
@@ -117,7 +153,13 @@ impl Admission {
             Some(_) => anyhow::bail!("[lint] must be a table"),
             None => LintConfig::default(),
         };
-        let lock = read_lockfile(lock_path)?;
+        let shared = (store.kind() == StoreKind::Postgres).then(|| {
+            Arc::new(SharedPins { store: store.clone(), version: AtomicU64::new(0), mirrored: Mutex::new(None) })
+        });
+        let lock = match &shared {
+            Some(sh) => sync_shared(sh, lock_path, Vec::new())?,
+            None => read_lockfile(lock_path)?,
+        };
         // What was held back before a restart is seen again at the first registration.
         let _ = std::fs::remove_file(state_dir.join(HELD_FILE));
         Ok(Self {
@@ -127,6 +169,7 @@ impl Admission {
             held: Mutex::default(),
             approve_hint: approve_with.to_string(),
             save_pending: Arc::default(),
+            shared,
             memo: Mutex::default(),
             refused_offerings: Mutex::default(),
             refused_tools: Mutex::default(),
@@ -136,8 +179,21 @@ impl Admission {
     /// Re-reads the lockfile after it changed on disk (an operator's approval) and keeps this
     /// gateway's unsaved first sightings. Returns the providers with a held-back tool whose new
     /// version is now pinned: they are registered again.
+    ///
+    /// On a PostgreSQL store it also brings in the database's pins, and sends an operator's
+    /// edit of the file to the database; called every [`SHARED_POLL`] too, it does nothing
+    /// (one query, one small read) when neither changed.
     pub fn reload(&self) -> Vec<String> {
-        let file = match read_lockfile(&self.lock_path) {
+        let read = match &self.shared {
+            None => read_lockfile(&self.lock_path),
+            Some(sh) => {
+                if !shared_changed(sh, &self.lock_path) {
+                    return Vec::new();
+                }
+                sync_shared(sh, &self.lock_path, Vec::new())
+            }
+        };
+        let file = match read {
             Ok(f) => f,
             Err(e) => {
                 tracing::error!(error = %e, "the pins lockfile changed but cannot be read; keeping the pins in force");
@@ -294,29 +350,54 @@ impl Admission {
             return;
         }
         let (lock, path, pending) = (self.lock.clone(), self.lock_path.clone(), self.save_pending.clone());
+        let shared = self.shared.clone();
         let spawned = std::thread::Builder::new().name("axp-lock-save".into()).spawn(move || {
             std::thread::sleep(SAVE_DELAY);
             // Cleared before the copy is taken: a pin made from here on schedules a new write.
             pending.store(false, Ordering::SeqCst);
-            save(&lock, &path);
+            save(&lock, &path, shared.as_deref());
         });
         if spawned.is_err() {
             self.save_pending.store(false, Ordering::SeqCst);
-            save(&self.lock, &self.lock_path);
+            save(&self.lock, &self.lock_path, self.shared.as_deref());
         }
     }
 
     /// Writes the lockfile now if a write is scheduled (at shutdown).
     pub fn flush(&self) {
         if self.save_pending.swap(false, Ordering::SeqCst) {
-            save(&self.lock, &self.lock_path);
+            save(&self.lock, &self.lock_path, self.shared.as_deref());
         }
+    }
+
+    /// Whether the pins are a PostgreSQL store's, shared with other replicas (then
+    /// [`Admission::reload`] is due every [`SHARED_POLL`]).
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
     }
 }
 
-/// Adds this gateway's unsaved first sightings to the lockfile on disk, keeping everything the
-/// file holds (an operator's approval made meanwhile included).
-fn save(pins: &Mutex<Pins>, path: &Path) {
+/// Adds this gateway's unsaved first sightings to the lockfile on disk (or, on a PostgreSQL
+/// store, to the database's pins and then the file), keeping everything there (an operator's
+/// approval made meanwhile included).
+fn save(pins: &Mutex<Pins>, path: &Path, shared: Option<&SharedPins>) {
+    if let Some(sh) = shared {
+        let new: Vec<(String, Pin)> = {
+            let pins = pins.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            pins.unsaved.iter().filter_map(|k| pins.lock.tools.get(k).map(|p| (k.clone(), p.clone()))).collect()
+        };
+        match sync_shared(sh, path, new.clone()) {
+            Ok(db) => {
+                let mut pins = pins.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                pins.merge_from(db);
+                for (k, _) in &new {
+                    pins.unsaved.remove(k);
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "cannot record new pins in the PostgreSQL store"),
+        }
+        return;
+    }
     let written = update_lockfile(path, |file| {
         let mut pins = pins.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         pins.merge_from(file.clone());
@@ -326,6 +407,110 @@ fn save(pins: &Mutex<Pins>, path: &Path) {
     if let Err(e) = written {
         tracing::error!(error = %e, path = %path.display(), "cannot write the lockfile");
     }
+}
+
+/// Whether the database's pins or this replica's lockfile changed since the last sync.
+fn shared_changed(sh: &SharedPins, path: &Path) -> bool {
+    let version = match sh.store.shared_versions(SHARED_PINS) {
+        Ok(v) => v.iter().find(|(n, _)| n == SHARED_PINS).map_or(0, |(_, v)| *v),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the version of the pins in the PostgreSQL store");
+            return false;
+        }
+    };
+    if version != sh.version.load(Ordering::SeqCst) {
+        return true;
+    }
+    let mirrored = sh.mirrored.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match (read_lockfile(path), mirrored.as_ref()) {
+        (Ok(file), Some(m)) => file != *m,
+        // An unreadable file is the operator's to fix; nothing to sync until then.
+        (Err(_), _) => false,
+        (Ok(_), None) => true,
+    }
+}
+
+/// Brings the database's pins and this replica's lockfile at `path` together, under the
+/// lockfile's advisory lock (so an operator's `axp lint --approve` waits): the file's edits
+/// since this replica last mirrored it win in the database, then `first_sightings` are added
+/// where the database has no pin, then the file becomes the database's pins. Before the first
+/// sync every pin of the file counts as a first sighting. Returns the pins now in force.
+fn sync_shared(sh: &SharedPins, path: &Path, first_sightings: Vec<(String, Pin)>) -> anyhow::Result<Lockfile> {
+    let mut out = Err(anyhow::anyhow!("the lockfile was not read"));
+    update_lockfile_if_changed(path, |file| {
+        let mut mirrored = sh.mirrored.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut edits: Vec<(String, Option<Pin>)> = Vec::new();
+        let mut added = first_sightings;
+        match mirrored.as_ref() {
+            None => added.extend(file.tools.iter().map(|(k, p)| (k.clone(), p.clone()))),
+            Some(m) => {
+                for (k, p) in &file.tools {
+                    if m.tools.get(k) != Some(p) {
+                        edits.push((k.clone(), Some(p.clone())));
+                    }
+                }
+                edits.extend(m.tools.keys().filter(|k| !file.tools.contains_key(*k)).map(|k| (k.clone(), None)));
+            }
+        }
+        let changed = update_shared_pins(&sh.store, move |db| {
+            for (k, p) in edits {
+                match p {
+                    Some(p) => db.tools.insert(k, p),
+                    None => db.tools.remove(&k),
+                };
+            }
+            for (k, p) in added {
+                db.tools.entry(k).or_insert(p);
+            }
+        });
+        match changed {
+            Ok((db, version)) => {
+                *file = db.clone();
+                *mirrored = Some(db.clone());
+                sh.version.store(version, Ordering::SeqCst);
+                out = Ok(db);
+            }
+            Err(e) => out = Err(e),
+        }
+    })?;
+    out
+}
+
+/// Changes the pins in the database with `change` (a read-modify-write under the row's lock),
+/// and returns them as they are then, with their version (0: none recorded).
+fn update_shared_pins(store: &Store, change: impl FnOnce(&mut Lockfile) + Send + 'static) -> anyhow::Result<(Lockfile, u64)> {
+    let unreadable: Arc<Mutex<Option<String>>> = Arc::default();
+    let seen = unreadable.clone();
+    let written = store.update_shared(
+        SHARED_PINS,
+        Box::new(move |now| {
+            let mut lock = match now.map(parse_pins).transpose() {
+                Ok(l) => l.unwrap_or_default(),
+                Err(e) => {
+                    *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+                    return None;
+                }
+            };
+            let before = lock.clone();
+            change(&mut lock);
+            if lock == before {
+                return None;
+            }
+            lock.to_toml_string().ok().map(String::into_bytes)
+        }),
+    )?;
+    if let Some(e) = unreadable.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+        anyhow::bail!("the pins in the PostgreSQL store are unreadable ({e}); fix or delete the shared file `{SHARED_PINS}`");
+    }
+    match written {
+        None => Ok((Lockfile::default(), 0)),
+        Some(f) => Ok((parse_pins(&f.body).map_err(|e| anyhow::anyhow!("the pins in the PostgreSQL store: {e}"))?, f.version)),
+    }
+}
+
+fn parse_pins(body: &[u8]) -> Result<Lockfile, String> {
+    let text = std::str::from_utf8(body).map_err(|e| e.to_string())?;
+    Lockfile::parse(text).map_err(|e| e.to_string())
 }
 
 /// Reads a lockfile; a missing one is empty.
@@ -343,6 +528,16 @@ pub fn read_lockfile(path: &Path) -> anyhow::Result<Lockfile> {
 /// so a reader never sees half of it. A lockfile that does not parse is left alone: it is the
 /// operator's to fix.
 pub fn update_lockfile(path: &Path, change: impl FnOnce(&mut Lockfile)) -> anyhow::Result<Lockfile> {
+    change_lockfile(path, change, true)
+}
+
+/// [`update_lockfile`], leaving a file that exists alone when `change` changed nothing (a
+/// rewrite would wake every watcher of the file for nothing).
+fn update_lockfile_if_changed(path: &Path, change: impl FnOnce(&mut Lockfile)) -> anyhow::Result<Lockfile> {
+    change_lockfile(path, change, false)
+}
+
+fn change_lockfile(path: &Path, change: impl FnOnce(&mut Lockfile), always: bool) -> anyhow::Result<Lockfile> {
     use std::os::unix::fs::OpenOptionsExt;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -358,9 +553,12 @@ pub fn update_lockfile(path: &Path, change: impl FnOnce(&mut Lockfile)) -> anyho
     rustix::fs::flock(&guard, rustix::fs::FlockOperation::LockExclusive)
         .map_err(|e| anyhow::anyhow!("cannot lock {}: {e}", guard_path.display()))?;
     let mut lock = read_lockfile(path)?;
+    let before = lock.clone();
     change(&mut lock);
-    let text = lock.to_toml_string().map_err(|e| anyhow::anyhow!("{e}"))?;
-    replace_file(path, text.as_bytes())?;
+    if always || lock != before || !path.exists() {
+        let text = lock.to_toml_string().map_err(|e| anyhow::anyhow!("{e}"))?;
+        replace_file(path, text.as_bytes())?;
+    }
     // The advisory lock is released when `guard` is closed, after the rename.
     drop(guard);
     Ok(lock)

@@ -40,12 +40,27 @@ pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
 }
 
 /// Re-reads the pins lockfile whenever it changes on disk (an operator's `axp lint --approve`)
-/// and registers again the providers whose held-back tools it may have approved, so the new
+/// — and, when the pins are a PostgreSQL store's, every `SHARED_POLL` (another replica's) — and
+/// registers again the providers whose held-back tools it may have approved, so the new
 /// version is served without a restart and clients hear `list_changed`.
 pub fn watch_pins(gw: Arc<Gateway>, state_dir: &Path) -> Result<()> {
     let mut watch = crate::watch::FileWatch::new(state_dir, crate::catalog::admission::LOCK_FILE, "pins lockfile")?;
+    let shared = gw.admission.is_shared();
     tokio::spawn(async move {
-        while watch.changed().await {
+        let mut poll = tokio::time::interval(crate::catalog::admission::SHARED_POLL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let go = if shared {
+                tokio::select! {
+                    changed = watch.changed() => changed,
+                    _ = poll.tick() => true,
+                }
+            } else {
+                watch.changed().await
+            };
+            if !go {
+                break;
+            }
             let reload = {
                 let gw = gw.clone();
                 move || gw.admission.reload()

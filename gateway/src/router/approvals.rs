@@ -9,7 +9,10 @@
 //!   arguments (an operator's read, so it is signed too).
 //!
 //! A parked job keeps `{tool, arguments, workspace, timeout_s}` in its stored spec, so it can be
-//! approved after a gateway restart; its job log's first event is the request itself.
+//! approved after a gateway restart; its job log's first event is the request itself. Replicas
+//! sharing a PostgreSQL store: a decision may arrive at any replica; that replica takes the job
+//! over from the one holding it before deciding it (`Jobs::hold_parked`), so exactly one
+//! replica decides, and the job runs there.
 
 use std::time::Duration;
 
@@ -106,6 +109,8 @@ fn parked_job(gw: &Gateway, id: &str) -> Result<JobRecord, RpcError> {
 
 async fn approve(gw: &Gateway, operator: &str, params: &Value) -> Result<Value, RpcError> {
     let id = job_id(params)?;
+    parked_job(gw, &id)?;
+    gw.jobs.hold_parked(&id).await?;
     let job = parked_job(gw, &id)?;
     let tool = job.spec.get("tool").and_then(Value::as_str).unwrap_or_default().to_string();
     let arguments = job.spec.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
@@ -162,6 +167,8 @@ async fn decided(gw: &Gateway, job: &JobRecord, detail: Value) -> Result<(), Rpc
 
 async fn deny(gw: &Gateway, operator: &str, params: &Value) -> Result<Value, RpcError> {
     let id = job_id(params)?;
+    parked_job(gw, &id)?;
+    gw.jobs.hold_parked(&id).await?;
     let job = parked_job(gw, &id)?;
     let reason = params.get("reason").and_then(Value::as_str).unwrap_or("no reason given").to_string();
     decided(

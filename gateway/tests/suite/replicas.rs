@@ -3,8 +3,11 @@
 //! the others; a job running on one is written to, signalled, cancelled and followed live from
 //! another; a killed replica's running jobs end as `lost` once its lease runs out, with every
 //! acknowledged event kept; a token revoked on one is refused by the others within the stated
-//! bound. Each test works in a schema of its own (through the URL's `options`), so tests run
-//! in parallel on one cluster.
+//! bound; a call parked on one is decided once, from any of them, and outlives its replica;
+//! pins and installed plugins are the same on every replica; and the whole cluster stopped and
+//! restarted under load from two replicas loses no acknowledged event. Each test works in a
+//! schema of its own (through the URL's `options`), so tests run in parallel on one cluster;
+//! the restart test starts a private cluster of its own.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -67,14 +70,22 @@ impl Cluster {
 
     /// Starts replica `name` with a lease of `lease_s` seconds.
     fn replica(&self, name: &str, lease_s: &str) -> Gw {
-        gateway()
+        self.replica_with(name, lease_s, &[])
+    }
+
+    /// [`Cluster::replica`] with more arguments for `axp serve`.
+    fn replica_with(&self, name: &str, lease_s: &str, args: &[&str]) -> Gw {
+        let mut builder = gateway()
             .state(&self.state(name))
             .workspace(&self.ws)
             .arg("--store")
             .arg(self.url.as_str())
             .arg("--store-lease")
-            .arg(lease_s)
-            .start()
+            .arg(lease_s);
+        for a in args {
+            builder = builder.arg(*a);
+        }
+        builder.start()
     }
 
     /// Counts rows with `sql` in this test's schema.
@@ -609,4 +620,390 @@ async fn a_replica_that_loses_the_database_holds_output_back_refuses_new_jobs_an
     let after = s.ok("job.start", json!({"command": ["echo", "after"]})).await;
     let after = s.events(after["job_id"].as_str().unwrap(), 0).await;
     assert_eq!(stdout_of(&after), "after\n");
+}
+
+/// `axp ARGS… --url URL --state-dir STATE`: the exit code and everything it printed.
+fn operator_cli(args: &[&str], url: &str, state: &Path) -> (i32, String) {
+    let out =
+        std::process::Command::new(axp()).args(args).arg("--url").arg(url).arg("--state-dir").arg(state).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+    )
+}
+
+/// The exit events in a job's log.
+fn exits(events: &[Value]) -> Vec<&Value> {
+    events.iter().filter(|e| e["kind"] == "exit").collect()
+}
+
+/// Calls parked on replica a are held by a alone — b, started after they parked, does not take
+/// them — and an operator's decision sent to b reaches them: b takes the job over and runs it
+/// there. An approval on a and a denial on b racing for one job: exactly one of them decides it.
+/// When a is killed, once its lease runs out b adopts its last parked call, and approves it.
+#[tokio::test]
+async fn a_call_parked_on_one_replica_is_decided_once_from_any_replica_and_outlives_it() {
+    let Some(c) = Cluster::new() else { return };
+    let config = c.tmp.path().join("axp.toml");
+    std::fs::write(
+        &config,
+        "[session]\ncapabilities = [\"tool(*)\"]\n[approval]\nrequired = [\"files__run_command\"]\n",
+    )
+    .unwrap();
+    let config = config.to_string_lossy().into_owned();
+    let mut a = c.replica_with("a", "2", &["--config", &config]);
+    let mut agent = Rpc::open(&a.url, json!({})).await;
+    let mut parked = Vec::new();
+    for name in ["one", "two", "three"] {
+        let args = json!({"argv": ["sh", "-c", format!("echo {name} >> {name}.txt")]});
+        let job = agent.ok("job.start", json!({"tool": "files__run_command", "arguments": args})).await;
+        assert_eq!(job["state"], "awaiting_approval", "{job}");
+        parked.push(job["job_id"].as_str().unwrap().to_string());
+    }
+    // b trusts the same `local` operator key as a, and starts after the calls parked.
+    std::fs::copy(a.state.join("operator.key"), c.state("b").join("operator.key")).unwrap();
+    let b = c.replica_with("b", "15", &["--config", &config]);
+    let id_of = |gw: &Gw| std::fs::read_to_string(gw.state.join("replica-id")).unwrap().trim().to_string();
+    let (a_id, b_id) = (id_of(&a), id_of(&b));
+    let owned_by = |id: &str| {
+        c.count(&format!("SELECT count(*) FROM jobs WHERE state = 'awaiting_approval' AND owner = '{id}'"))
+    };
+    assert_eq!((owned_by(&a_id), owned_by(&b_id)), (3, 0), "a holds its parked calls");
+    let (code, out) = operator_cli(&["pending", "--json"], &b.url, &a.state);
+    assert_eq!(code, 0, "{out}");
+    for j in &parked {
+        assert!(out.contains(j.as_str()), "every replica lists every pending call: {out}");
+    }
+
+    // Approved on b: b takes the job over from a and runs it, once.
+    let (code, out) = operator_cli(&["approve", &parked[0]], &b.url, &a.state);
+    assert_eq!(code, 0, "{out}");
+    let events = agent.events(&parked[0], 0).await;
+    assert_eq!(exits(&events).len(), 1, "{events:?}");
+    assert_eq!(exits(&events)[0]["state"], "exited", "{events:?}");
+    assert_eq!(std::fs::read_to_string(c.ws.join("one.txt")).unwrap(), "one\n");
+    assert_eq!(c.count(&format!("SELECT count(*) FROM jobs WHERE id = '{}' AND owner = '{b_id}'", parked[0])), 1);
+    let (code, out) = operator_cli(&["approve", &parked[0]], &a.url, &a.state);
+    assert_ne!(code, 0, "a decided call cannot be approved again, on any replica: {out}");
+
+    // An approval sent to a and a denial sent to b, at once: exactly one decides.
+    let race = |args: Vec<String>, url: String, state: PathBuf| {
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            operator_cli(&args, &url, &state)
+        })
+    };
+    let approve = race(vec!["approve".into(), parked[1].clone()], a.url.clone(), a.state.clone());
+    let deny = race(vec!["deny".into(), parked[1].clone(), "--reason".into(), "racing".into()], b.url.clone(), a.state.clone());
+    let (approved, denied) = (approve.await.unwrap(), deny.await.unwrap());
+    assert!(
+        (approved.0 == 0) != (denied.0 == 0),
+        "exactly one decision wins: approve {approved:?}, deny {denied:?}"
+    );
+    let events = agent.events(&parked[1], 0).await;
+    assert_eq!(exits(&events).len(), 1, "{events:?}");
+    let ran = std::fs::read_to_string(c.ws.join("two.txt")).ok();
+    if approved.0 == 0 {
+        assert_eq!((exits(&events)[0]["state"].as_str(), ran.as_deref()), (Some("exited"), Some("two\n")), "{events:?}");
+    } else {
+        assert_eq!((exits(&events)[0]["state"].as_str(), ran), (Some("failed"), None), "{events:?}");
+    }
+
+    // a dies holding the last parked call; once its lease has run out, b holds it.
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let killed = Instant::now();
+    while owned_by(&b_id) != 1 {
+        assert!(killed.elapsed() < Duration::from_secs(30), "b did not adopt a's parked call within 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("b adopted a's parked call {} ms after a was killed (lease 2 s)", killed.elapsed().as_millis());
+    let mut on_b = on(&b, &agent);
+    assert_eq!(on_b.ok("job.status", json!({"job_id": parked[2]})).await["state"], "awaiting_approval");
+    let (code, out) = operator_cli(&["approve", &parked[2]], &b.url, &a.state);
+    assert_eq!(code, 0, "{out}");
+    let events = on_b.events(&parked[2], 0).await;
+    assert_eq!(exits(&events).len(), 1, "{events:?}");
+    assert_eq!(exits(&events)[0]["state"], "exited", "{events:?}");
+    assert_eq!(std::fs::read_to_string(c.ws.join("three.txt")).unwrap(), "three\n");
+}
+
+/// A held-back change approved on replica a (`axp lint --approve` in a's state directory) is
+/// recorded in the database, mirrored into b's lockfile, and enforced by b: when b's own server
+/// makes the same change, b serves it at once instead of holding it back as a change of a tool
+/// b pinned itself.
+#[tokio::test]
+async fn a_pin_approved_on_one_replica_is_enforced_by_another() {
+    let Some(c) = Cluster::new() else { return };
+    let python = super::need(super::repo().join(".venv-wrong/bin/python"));
+    let server = super::repo().join("tests/fixtures/upgrading_server.py");
+    let fleet = c.tmp.path().join("fleet.json");
+    std::fs::write(&fleet, json!({"mcpServers": {"up": {"command": python, "args": [server]}}}).to_string()).unwrap();
+    let fleet = fleet.to_string_lossy().into_owned();
+    let a = c.replica_with("a", "15", &["--mcp-config", &fleet]);
+    let b = c.replica_with("b", "15", &["--mcp-config", &fleet]);
+    let (mut on_a, mut on_b) = (Rpc::new(&a.url), Rpc::new(&b.url));
+    let before = on_a.ok("axp.describe", json!({"name": "up__status"})).await["description"].as_str().unwrap().to_string();
+    assert_eq!(on_b.ok("axp.describe", json!({"name": "up__status"})).await["description"], before.as_str());
+    let pinned = |needle: &str| {
+        c.count(&format!(
+            "SELECT count(*) FROM shared_files WHERE name = 'pins/axp.lock' AND convert_from(body, 'UTF8') LIKE '%{needle}%'"
+        ))
+    };
+    let t0 = Instant::now();
+    while pinned("up__status") != 1 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the first sighting was not pinned in the database");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // a's server changes its tool; a holds the change back, and the operator approves it there.
+    on_a.ok("tools/call", json!({"name": "up__status", "arguments": {}})).await;
+    loop {
+        let line = a.stderr.recv_timeout(Duration::from_secs(20)).expect("no held-back warning within 20 s");
+        if line.contains("until `axp lint --approve up__status") {
+            break;
+        }
+    }
+    let out = std::process::Command::new(axp())
+        .args(["lint", "--approve", "up__status", "--state-dir"])
+        .arg(&a.state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let t0 = Instant::now();
+    while pinned("uptime") != 1 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the approval did not reach the database within 10 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mirrored = loop {
+        let text = std::fs::read_to_string(b.state.join("axp.lock")).unwrap_or_default();
+        if text.contains("uptime") {
+            break text;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "b's lockfile did not get the approval within 10 s: {text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!("an approval on a reached b's lockfile {} ms after it was recorded", t0.elapsed().as_millis());
+    assert!(mirrored.contains("up__status"), "{mirrored}");
+
+    // b's own server makes the same change: b serves it, with no hold.
+    on_b.ok("tools/call", json!({"name": "up__status", "arguments": {}})).await;
+    let t0 = Instant::now();
+    let after = loop {
+        let d = on_b.ok("axp.describe", json!({"name": "up__status"})).await;
+        if d["description"].as_str().unwrap() != before {
+            break d;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "b still serves the old version 10 s on: {d}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(after["description"].as_str().unwrap().contains("uptime"), "{after}");
+    assert!(!after["lint"].to_string().contains("AXP037"), "b enforces the approved pin: {after}");
+}
+
+/// A plugin installed in replica a's state directory is published through the database and
+/// served by replica b too (its files copied into b's state directory, its digest checked when
+/// b loads it); removed on a, it is gone from b.
+#[tokio::test]
+async fn a_plugin_installed_on_one_replica_is_served_by_another_and_removed_from_both() {
+    let Some(c) = Cluster::new() else { return };
+    let hello = super::repo().join("plugins/examples/dist/hello");
+    assert!(hello.join("axp-plugin.toml").is_file(), "run plugins/build-examples.sh: {} is missing", hello.display());
+    let a = c.replica_with("a", "15", &["--no-builtin"]);
+    let b = c.replica_with("b", "15", &["--no-builtin"]);
+    let provider = |args: &[&str]| {
+        std::process::Command::new(axp()).arg("provider").args(args).arg("--state-dir").arg(&a.state).output().unwrap()
+    };
+    let names = |idx: &Value| -> Vec<String> {
+        idx["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+    };
+    let out = provider(&["add", hello.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut on_b = Rpc::new(&b.url);
+    let t0 = Instant::now();
+    loop {
+        let idx = on_b.ok("axp.index", json!({"provider": "hello"})).await;
+        if names(&idx).contains(&"hello__echo".to_string()) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "b does not serve the plugin a installed: {idx}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("a plugin installed on a was served by b {} ms later", t0.elapsed().as_millis());
+    let r = on_b.ok("tools/call", json!({"name": "hello__echo", "arguments": {"message": "via b"}})).await;
+    assert!(r["content"][0]["text"].as_str().unwrap_or_default().contains("via b"), "{r}");
+    let listed = std::process::Command::new(axp())
+        .args(["provider", "list", "--state-dir"])
+        .arg(&b.state)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("hello"), "b's own lockfile lists it");
+
+    let out = provider(&["remove", "hello"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let t0 = Instant::now();
+    loop {
+        let idx = on_b.ok("axp.index", json!({"provider": "hello"})).await;
+        if names(&idx).is_empty() {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "b still serves a plugin removed on a: {idx}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(c.count("SELECT count(*) FROM shared_files WHERE name LIKE 'plugins/files/%'"), 0, "its files are forgotten");
+}
+
+/// A cluster of this test's own (`scripts/pg-cluster.sh` with a directory and a port of its
+/// own), so the test may stop and start the server; removed when dropped.
+struct PrivateCluster {
+    dir: String,
+}
+
+impl PrivateCluster {
+    fn script(&self, what: &str) -> String {
+        let out = std::process::Command::new(super::repo().join("scripts/pg-cluster.sh"))
+            .arg(what)
+            .env("AXP_PG_DIR", &self.dir)
+            .env_remove("AXP_PG_PORT")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pg-cluster.sh {what}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(super::repo().join("scripts/pg-cluster.sh"))
+            .arg("stop")
+            .env("AXP_PG_DIR", &self.dir)
+            .output();
+    }
+}
+
+/// The whole database server stopped (`pg_ctl stop -m fast`) and started again while two
+/// replicas run jobs that keep writing and clients keep starting jobs on both: every event a
+/// replica acknowledged is in the logs afterwards, dense and in order (what ran during the
+/// outage held back and appended once the server is back), every job a client was told had
+/// started ends with its whole output, and both replicas serve new work again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_cluster_stopped_and_restarted_under_load_loses_no_acknowledged_event() {
+    if pg_url().is_none() {
+        return;
+    }
+    // Its own cluster, under /tmp where the server's user can reach it.
+    let pg = PrivateCluster { dir: format!("/tmp/axp-pg-restart-{}", uuid_like()) };
+    let url = pg.script("start");
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let start = |name: &str| {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let state = tmp.path().join(name);
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&state).unwrap();
+        let mut f =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(state.join("token-root.key")).unwrap();
+        std::io::Write::write_all(&mut f, format!("{KEY}\n").as_bytes()).unwrap();
+        gateway().state(&state).workspace(&ws).arg("--store").arg(url.as_str()).arg("--store-lease").arg("60").start()
+    };
+    let a = start("a");
+    let b = start("b");
+    let s = Rpc::open(&a.url, json!({})).await;
+    const LINES: usize = 150;
+    let script = format!("for i in $(seq 1 {LINES}); do echo l$i; sleep 0.04; done");
+    let mut long = Vec::new();
+    for gw in [&a, &b] {
+        let mut r = on(gw, &s);
+        for _ in 0..3 {
+            let j = r.ok("job.start", json!({"command": ["sh", "-c", script]})).await;
+            long.push((gw.url.clone(), j["job_id"].as_str().unwrap().to_string()));
+        }
+    }
+    for (url, job) in &long {
+        let mut r = Rpc::new(url);
+        r.session = s.session.clone();
+        until_stdout(&mut r, job, "l3\n").await;
+    }
+
+    // Clients keep starting short jobs on both replicas throughout; each one acknowledged must
+    // end whole.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut starters = Vec::new();
+    for (n, gw) in [&a, &b].into_iter().enumerate() {
+        let (mut r, stop) = (on(gw, &s), stop.clone());
+        starters.push(tokio::spawn(async move {
+            let (mut acked, mut refused) = (Vec::new(), 0usize);
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                i += 1;
+                let tag = format!("r{n}-{i}");
+                let reply = r.raw("job.start", json!({"command": ["echo", tag]})).await;
+                match reply["result"]["job_id"].as_str() {
+                    Some(id) => acked.push((id.to_string(), tag)),
+                    None => {
+                        assert!(reply["error"]["message"].is_string(), "a refusal is an error with a reason: {reply}");
+                        refused += 1;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            (acked, refused)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let halted = Instant::now();
+    pg.script("halt");
+    eprintln!("server stopped in {} ms", halted.elapsed().as_millis());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let restarted = Instant::now();
+    pg.script("start");
+    eprintln!("server down for {} ms", halted.elapsed().as_millis());
+
+    // Both replicas take new work again.
+    for gw in [&a, &b] {
+        let mut r = on(gw, &s);
+        loop {
+            let reply = r.raw("job.start", json!({"command": ["echo", "back"]})).await;
+            if let Some(id) = reply["result"]["job_id"].as_str() {
+                assert_eq!(stdout_of(&r.events(id, 0).await), "back\n");
+                break;
+            }
+            assert!(restarted.elapsed() < Duration::from_secs(30), "{} refuses work 30 s after the restart: {reply}", gw.url);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    eprintln!("both replicas served again {} ms after the server started", restarted.elapsed().as_millis());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut total = (0, 0);
+    for h in starters {
+        let (acked, refused) = h.await.unwrap();
+        total = (total.0 + acked.len(), total.1 + refused);
+        let mut r = Rpc::new(&a.url);
+        r.session = s.session.clone();
+        for (id, tag) in acked {
+            let events = r.events(&id, 0).await;
+            assert_eq!(stdout_of(&events), format!("{tag}\n"), "acknowledged job {id}: {events:?}");
+            assert_eq!(exits(&events).len(), 1, "{events:?}");
+        }
+    }
+    eprintln!("{} short jobs acknowledged and whole, {} refused while the server was away", total.0, total.1);
+    assert!(total.1 > 0, "the server's absence was noticed: no start was refused");
+
+    let lines: String = (1..=LINES).map(|i| format!("l{i}\n")).collect();
+    for (url, job) in &long {
+        // Read from the other replica than the one that ran it, too.
+        for reader in [&a.url, &b.url] {
+            let mut r = Rpc::new(reader);
+            r.session = s.session.clone();
+            let events = r.events(job, 0).await;
+            assert_eq!(stdout_of(&events), lines, "job {job} of {url}, read on {reader}: every line, in order");
+            for (i, e) in events.iter().enumerate() {
+                assert_eq!(e["seq"], i as u64, "dense");
+            }
+            let exit = events.last().unwrap();
+            assert_eq!((exit["kind"].as_str(), exit["state"].as_str()), (Some("exit"), Some("exited")), "{exit}");
+        }
+    }
 }

@@ -1,8 +1,9 @@
 //! The PostgreSQL backend (decision 0010): the same records as the embedded store — sessions,
 //! jobs and their event logs — plus what several gateways sharing one database must agree on:
-//! token revocations and single-use operator nonces. It owns the schema and its migrations,
-//! the records' SQL, and which replica a running job belongs to; the logs' layout is in
-//! `log.rs`, the connections in `pool.rs`.
+//! token revocations, single-use operator nonces, shared files and parked jobs' owners. It owns
+//! the schema and its migrations, the records' SQL, and which replica a running job belongs to;
+//! the logs' layout is in `log.rs`, the connections in `pool.rs`, leases and messages in
+//! `replicas.rs`, shared files and parked jobs in `shared.rs`.
 //!
 //! Several gateways (replicas) may open one database at once. Each still owns a state
 //! directory of its own (its lock, audit log, keys), and a replica id kept there names the
@@ -11,6 +12,7 @@
 mod log;
 mod pool;
 mod replicas;
+mod shared;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -24,6 +26,7 @@ use serde_json::Value;
 pub(crate) use self::log::{PgLog, PgReader};
 use self::pool::{Conn, Pool, Target};
 pub use self::replicas::{Listener, MAX_MESSAGE_BYTES, Message, Reaped};
+pub use self::shared::{SharedChange, SharedFile};
 use crate::{
     Created, ExitSync, JobRecord, Result, SessionRecord, StoreError, StoreOptions, from_sql_int, lock, to_sql_int,
 };
@@ -97,6 +100,15 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE TABLE agreements (
         name  text PRIMARY KEY,
         value text NOT NULL
+    );",
+    // 3: files every replica's gateway must agree on (the pins lockfile, the plugin lockfile,
+    // installed plugins' files), by name. Parked jobs need nothing new: their `owner` says which
+    // replica holds each.
+    "CREATE TABLE shared_files (
+        name       text PRIMARY KEY,
+        body       bytea NOT NULL,
+        version    bigint NOT NULL,             -- 1 after the first write, +1 after each
+        updated_ms bigint NOT NULL              -- the server's clock
     );",
 ];
 

@@ -18,6 +18,10 @@
 //!   per job and follower, so a chatty job costs at most one message per append batch), and the
 //!   reader wakes and reads. Messages can be lost (a reconnecting listener), so a waiting reader
 //!   also reads the log every [`FOLLOW_POLL`]: a lost message delays, never drops, an event.
+//! * Parked jobs (awaiting an operator) are held by one replica each; an operator's decision
+//!   sent to another replica first asks the holder to hand the job over ([`Ask::HandOver`],
+//!   `jobs/parked.rs`), then decides it there. A replica whose lease ran out has its parked jobs
+//!   adopted by one of the others, on the same tick that ends its running jobs.
 //! * Leases: each replica renews its lease every third of its length; any replica ends the
 //!   running jobs of a replica whose lease ran out as `lost` (`Store::reap_expired`). A replica
 //!   that finds its own lease gone (it was cut off for longer than the lease) stops its jobs —
@@ -91,6 +95,8 @@ pub(super) enum Ask {
         data: String,
         eof: bool,
     },
+    /// Hand this parked job to the asking replica, where an operator's decision on it arrived.
+    HandOver,
 }
 
 /// This replica's side of the conversation: its id, the requests waiting for an answer, the
@@ -128,6 +134,11 @@ impl Replicas {
         }))
     }
 
+    /// This replica's id.
+    pub(super) fn me(&self) -> &str {
+        &self.me
+    }
+
     fn send(&self, to: &str, msg: &Msg) -> Result<(), RpcError> {
         let payload = serde_json::to_string(msg).map_err(|e| internal("encoding a message to a replica", e))?;
         self.store.send(to, &payload).map_err(|e| internal("sending a message to a replica", e))
@@ -135,7 +146,7 @@ impl Replicas {
 
     /// Sends `ask` about `job` to its owner `owner` and waits for the answer. Blocks the
     /// calling thread for at most [`FORWARD_WAIT`] (a store call's kind of wait).
-    fn ask(&self, owner: &str, job: &str, ask: Ask) -> Result<Value, RpcError> {
+    pub(super) fn ask(&self, owner: &str, job: &str, ask: Ask) -> Result<Value, RpcError> {
         let rid = self.next_rid.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = std::sync::mpsc::channel();
         lock(&self.pending).insert(rid, tx);
@@ -266,6 +277,7 @@ impl Jobs {
                 let jobs = self.clone();
                 let spawned = std::thread::Builder::new().name("axp-replica-ask".into()).spawn(move || {
                     let result = match ask {
+                        Ask::HandOver => jobs.hand_over_here(&job, &from).map(|()| Value::Null),
                         Ask::Cancel => Ok(Value::Bool(jobs.cancel_here(&job))),
                         Ask::Signal { signal } => jobs.signal_here(&job, &signal).map(|()| Value::Null),
                         Ask::Resize { rows, cols } => jobs.resize_here(&job, rows, cols).map(|()| Value::Null),
@@ -374,6 +386,10 @@ async fn keep_lease(jobs: Jobs) {
                         l.cancel.cancel();
                     }
                 }
+                // Parked jobs are adopted by whichever replica gets them first, maybe not this
+                // one: claimed (no decision starts here) and forgotten; this replica adopts
+                // back, below, those nobody else took.
+                lock(&jobs.live).retain(|_, l| !l.parked.swap(false, Ordering::SeqCst));
                 let (store, lease) = (replicas.store.clone(), replicas.lease);
                 if let Ok(Err(e)) = tokio::task::spawn_blocking(move || store.register(lease)).await {
                     tracing::error!(error = %e, "cannot register this replica again");
@@ -393,6 +409,28 @@ async fn keep_lease(jobs: Jobs) {
             }
             Ok(Err(e)) => tracing::warn!(error = %e, "cannot end the jobs of replicas whose lease ran out"),
             _ => {}
+        }
+        let (store, adopter) = (replicas.store.clone(), jobs.clone());
+        let adopt = move || {
+            let adopted = store.adopt_orphaned_parked()?;
+            for j in &adopted {
+                if let Err(e) = adopter.adopt_one(j) {
+                    tracing::error!(job = %j.id, reason = %e.message, "cannot adopt a parked job");
+                }
+            }
+            Ok::<_, axp_store::StoreError>(adopted)
+        };
+        match tokio::task::spawn_blocking(adopt).await {
+            Ok(Ok(adopted)) => {
+                if !adopted.is_empty() {
+                    tracing::warn!(
+                        parked = adopted.len(),
+                        "this replica now holds the parked jobs of replicas whose lease ran out"
+                    );
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot adopt the parked jobs of replicas whose lease ran out"),
+            Err(_) => {}
         }
     }
 }
