@@ -68,9 +68,7 @@ pub use error::StoreError;
 pub use jobs::{Created, JobRecord, Started};
 pub use log::EventLines;
 pub use pg::MAX_MESSAGE_BYTES;
-pub use seam::{
-    JobLog, Listener, LogReader, Message, Reaped, Revocations, SharedChange, SharedFile, Store, StoreKind,
-};
+pub use seam::{JobLog, Listener, LogReader, Message, Reaped, Revocations, SharedChange, SharedFile, Store, StoreKind};
 pub use sessions::SessionRecord;
 
 /// The result type of this crate.

@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use axp_lint::registration::lint_tools_in;
 use axp_lint::drift::Pin;
+use axp_lint::registration::lint_tools_in;
 use axp_lint::{Catalog, Finding, LintConfig, Lockfile, Verdict};
 use axp_protocol::ToolSpec;
 use axp_store::{Store, StoreKind};
@@ -478,7 +478,10 @@ fn sync_shared(sh: &SharedPins, path: &Path, first_sightings: Vec<(String, Pin)>
 
 /// Changes the pins in the database with `change` (a read-modify-write under the row's lock),
 /// and returns them as they are then, with their version (0: none recorded).
-fn update_shared_pins(store: &Store, change: impl FnOnce(&mut Lockfile) + Send + 'static) -> anyhow::Result<(Lockfile, u64)> {
+fn update_shared_pins(
+    store: &Store,
+    change: impl FnOnce(&mut Lockfile) + Send + 'static,
+) -> anyhow::Result<(Lockfile, u64)> {
     let unreadable: Arc<Mutex<Option<String>>> = Arc::default();
     let seen = unreadable.clone();
     let written = store.update_shared(
@@ -500,11 +503,15 @@ fn update_shared_pins(store: &Store, change: impl FnOnce(&mut Lockfile) + Send +
         }),
     )?;
     if let Some(e) = unreadable.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
-        anyhow::bail!("the pins in the PostgreSQL store are unreadable ({e}); fix or delete the shared file `{SHARED_PINS}`");
+        anyhow::bail!(
+            "the pins in the PostgreSQL store are unreadable ({e}); fix or delete the shared file `{SHARED_PINS}`"
+        );
     }
     match written {
         None => Ok((Lockfile::default(), 0)),
-        Some(f) => Ok((parse_pins(&f.body).map_err(|e| anyhow::anyhow!("the pins in the PostgreSQL store: {e}"))?, f.version)),
+        Some(f) => {
+            Ok((parse_pins(&f.body).map_err(|e| anyhow::anyhow!("the pins in the PostgreSQL store: {e}"))?, f.version))
+        }
     }
 }
 

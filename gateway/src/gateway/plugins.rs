@@ -159,11 +159,7 @@ impl Plugins {
         std::fs::create_dir_all(&state_dir).with_context(|| format!("cannot create {}", state_dir.display()))?;
         let store = gw.jobs.store().clone();
         let shared = (store.kind() == StoreKind::Postgres).then(|| {
-            Arc::new(SharedPlugins {
-                store,
-                version: std::sync::atomic::AtomicU64::new(0),
-                mirrored: Mutex::new(None),
-            })
+            Arc::new(SharedPlugins { store, version: std::sync::atomic::AtomicU64::new(0), mirrored: Mutex::new(None) })
         });
         let me = Arc::new(Self { gw, state_dir, ctx, loaded: tokio::sync::Mutex::new(BTreeMap::new()), shared });
         // In a task: starting a plugin's egress proxy blocks in place, which only a runtime
@@ -433,7 +429,9 @@ fn lock_text(plugins: Vec<Installed>) -> anyhow::Result<String> {
 /// Whether `dir` (a plugin's directory, relative to the state directory) stays inside
 /// `plugins/`: only plain components, so no name from the database reaches elsewhere.
 fn safe_dir(dir: &Path) -> bool {
-    dir.starts_with("plugins") && dir.components().count() >= 2 && dir.components().all(|c| matches!(c, Component::Normal(_)))
+    dir.starts_with("plugins")
+        && dir.components().count() >= 2
+        && dir.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
 /// The shared file that holds `file` of the plugin installed in `dir`.
@@ -459,7 +457,10 @@ fn publish_files(store: &Store, state_dir: &Path, e: &Installed) -> anyhow::Resu
         }
         let name = f.file_name().to_string_lossy().into_owned();
         let body = std::fs::read(f.path()).with_context(|| format!("cannot read {}", f.path().display()))?;
-        store.update_shared(&shared_name(&e.dir, &name), Box::new(move |now| (now != Some(&body[..])).then_some(body)))?;
+        store.update_shared(
+            &shared_name(&e.dir, &name),
+            Box::new(move |now| (now != Some(&body[..])).then_some(body)),
+        )?;
     }
     Ok(())
 }
@@ -480,7 +481,8 @@ fn fetch_files(store: &Store, state_dir: &Path, e: &Installed) -> anyhow::Result
             anyhow::bail!("plugin `{}` has a file with an unusable name in the PostgreSQL store: {name}", e.id);
         }
         let Some(body) = store.read_shared(&name)? else { continue };
-        std::fs::write(tmp.join(file), body.body).with_context(|| format!("cannot write {}", tmp.join(file).display()))?;
+        std::fs::write(tmp.join(file), body.body)
+            .with_context(|| format!("cannot write {}", tmp.join(file).display()))?;
     }
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::rename(&tmp, &dir).with_context(|| format!("cannot write {}", dir.display()))?;

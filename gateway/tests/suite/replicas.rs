@@ -624,8 +624,14 @@ async fn a_replica_that_loses_the_database_holds_output_back_refuses_new_jobs_an
 
 /// `axp ARGS… --url URL --state-dir STATE`: the exit code and everything it printed.
 fn operator_cli(args: &[&str], url: &str, state: &Path) -> (i32, String) {
-    let out =
-        std::process::Command::new(axp()).args(args).arg("--url").arg(url).arg("--state-dir").arg(state).output().unwrap();
+    let out = std::process::Command::new(axp())
+        .args(args)
+        .arg("--url")
+        .arg(url)
+        .arg("--state-dir")
+        .arg(state)
+        .output()
+        .unwrap();
     (
         out.status.code().unwrap_or(-1),
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
@@ -665,9 +671,8 @@ async fn a_call_parked_on_one_replica_is_decided_once_from_any_replica_and_outli
     let b = c.replica_with("b", "15", &["--config", &config]);
     let id_of = |gw: &Gw| std::fs::read_to_string(gw.state.join("replica-id")).unwrap().trim().to_string();
     let (a_id, b_id) = (id_of(&a), id_of(&b));
-    let owned_by = |id: &str| {
-        c.count(&format!("SELECT count(*) FROM jobs WHERE state = 'awaiting_approval' AND owner = '{id}'"))
-    };
+    let owned_by =
+        |id: &str| c.count(&format!("SELECT count(*) FROM jobs WHERE state = 'awaiting_approval' AND owner = '{id}'"));
     assert_eq!((owned_by(&a_id), owned_by(&b_id)), (3, 0), "a holds its parked calls");
     let (code, out) = operator_cli(&["pending", "--json"], &b.url, &a.state);
     assert_eq!(code, 0, "{out}");
@@ -694,17 +699,22 @@ async fn a_call_parked_on_one_replica_is_decided_once_from_any_replica_and_outli
         })
     };
     let approve = race(vec!["approve".into(), parked[1].clone()], a.url.clone(), a.state.clone());
-    let deny = race(vec!["deny".into(), parked[1].clone(), "--reason".into(), "racing".into()], b.url.clone(), a.state.clone());
-    let (approved, denied) = (approve.await.unwrap(), deny.await.unwrap());
-    assert!(
-        (approved.0 == 0) != (denied.0 == 0),
-        "exactly one decision wins: approve {approved:?}, deny {denied:?}"
+    let deny = race(
+        vec!["deny".into(), parked[1].clone(), "--reason".into(), "racing".into()],
+        b.url.clone(),
+        a.state.clone(),
     );
+    let (approved, denied) = (approve.await.unwrap(), deny.await.unwrap());
+    assert!((approved.0 == 0) != (denied.0 == 0), "exactly one decision wins: approve {approved:?}, deny {denied:?}");
     let events = agent.events(&parked[1], 0).await;
     assert_eq!(exits(&events).len(), 1, "{events:?}");
     let ran = std::fs::read_to_string(c.ws.join("two.txt")).ok();
     if approved.0 == 0 {
-        assert_eq!((exits(&events)[0]["state"].as_str(), ran.as_deref()), (Some("exited"), Some("two\n")), "{events:?}");
+        assert_eq!(
+            (exits(&events)[0]["state"].as_str(), ran.as_deref()),
+            (Some("exited"), Some("two\n")),
+            "{events:?}"
+        );
     } else {
         assert_eq!((exits(&events)[0]["state"].as_str(), ran), (Some("failed"), None), "{events:?}");
     }
@@ -743,8 +753,22 @@ async fn a_pin_approved_on_one_replica_is_enforced_by_another() {
     let a = c.replica_with("a", "15", &["--mcp-config", &fleet]);
     let b = c.replica_with("b", "15", &["--mcp-config", &fleet]);
     let (mut on_a, mut on_b) = (Rpc::new(&a.url), Rpc::new(&b.url));
-    let before = on_a.ok("axp.describe", json!({"name": "up__status"})).await["description"].as_str().unwrap().to_string();
-    assert_eq!(on_b.ok("axp.describe", json!({"name": "up__status"})).await["description"], before.as_str());
+    // Each replica starts its own server; its tools are listed once it has started.
+    let mut first = Vec::new();
+    for r in [&mut on_a, &mut on_b] {
+        let t0 = Instant::now();
+        let d = loop {
+            let d = r.raw("axp.describe", json!({"name": "up__status"})).await;
+            if d.get("error").is_none() {
+                break d;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "the server's tool was not listed within 30 s: {d}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        first.push(d["result"]["description"].as_str().unwrap().to_string());
+    }
+    let before = first[0].clone();
+    assert_eq!(first[1], before);
     let pinned = |needle: &str| {
         c.count(&format!(
             "SELECT count(*) FROM shared_files WHERE name = 'pins/axp.lock' AND convert_from(body, 'UTF8') LIKE '%{needle}%'"
@@ -832,11 +856,8 @@ async fn a_plugin_installed_on_one_replica_is_served_by_another_and_removed_from
     eprintln!("a plugin installed on a was served by b {} ms later", t0.elapsed().as_millis());
     let r = on_b.ok("tools/call", json!({"name": "hello__echo", "arguments": {"message": "via b"}})).await;
     assert!(r["content"][0]["text"].as_str().unwrap_or_default().contains("via b"), "{r}");
-    let listed = std::process::Command::new(axp())
-        .args(["provider", "list", "--state-dir"])
-        .arg(&b.state)
-        .output()
-        .unwrap();
+    let listed =
+        std::process::Command::new(axp()).args(["provider", "list", "--state-dir"]).arg(&b.state).output().unwrap();
     assert!(String::from_utf8_lossy(&listed.stdout).contains("hello"), "b's own lockfile lists it");
 
     let out = provider(&["remove", "hello"]);
@@ -850,7 +871,11 @@ async fn a_plugin_installed_on_one_replica_is_served_by_another_and_removed_from
         assert!(t0.elapsed() < Duration::from_secs(20), "b still serves a plugin removed on a: {idx}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(c.count("SELECT count(*) FROM shared_files WHERE name LIKE 'plugins/files/%'"), 0, "its files are forgotten");
+    assert_eq!(
+        c.count("SELECT count(*) FROM shared_files WHERE name LIKE 'plugins/files/%'"),
+        0,
+        "its files are forgotten"
+    );
 }
 
 /// A cluster of this test's own (`scripts/pg-cluster.sh` with a directory and a port of its
@@ -901,8 +926,12 @@ async fn the_whole_cluster_stopped_and_restarted_under_load_loses_no_acknowledge
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let state = tmp.path().join(name);
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&state).unwrap();
-        let mut f =
-            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(state.join("token-root.key")).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(state.join("token-root.key"))
+            .unwrap();
         std::io::Write::write_all(&mut f, format!("{KEY}\n").as_bytes()).unwrap();
         gateway().state(&state).workspace(&ws).arg("--store").arg(url.as_str()).arg("--store-lease").arg("60").start()
     };
@@ -969,7 +998,11 @@ async fn the_whole_cluster_stopped_and_restarted_under_load_loses_no_acknowledge
                 assert_eq!(stdout_of(&r.events(id, 0).await), "back\n");
                 break;
             }
-            assert!(restarted.elapsed() < Duration::from_secs(30), "{} refuses work 30 s after the restart: {reply}", gw.url);
+            assert!(
+                restarted.elapsed() < Duration::from_secs(30),
+                "{} refuses work 30 s after the restart: {reply}",
+                gw.url
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -991,6 +1024,14 @@ async fn the_whole_cluster_stopped_and_restarted_under_load_loses_no_acknowledge
     eprintln!("{} short jobs acknowledged and whole, {} refused while the server was away", total.0, total.1);
     assert!(total.1 > 0, "the server's absence was noticed: no start was refused");
 
+    // What the replicas said about their jobs' logs, for a failure below.
+    for gw in [&a, &b] {
+        while let Ok(l) = gw.stderr.try_recv() {
+            if l.contains("job log") || l.contains("held-back") || l.contains("holding this job") {
+                eprintln!("{}: {l}", gw.url);
+            }
+        }
+    }
     let lines: String = (1..=LINES).map(|i| format!("l{i}\n")).collect();
     for (url, job) in &long {
         // Read from the other replica than the one that ran it, too.

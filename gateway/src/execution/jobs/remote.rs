@@ -386,13 +386,17 @@ async fn keep_lease(jobs: Jobs) {
                         l.cancel.cancel();
                     }
                 }
-                // Parked jobs are adopted by whichever replica gets them first, maybe not this
-                // one: claimed (no decision starts here) and forgotten; this replica adopts
-                // back, below, those nobody else took.
+                // Parked jobs may be adopted by another replica meanwhile: claimed (no decision
+                // starts here) and forgotten; once registered again, this replica adopts back
+                // those still recorded as its own (below, too, those nobody took).
                 lock(&jobs.live).retain(|_, l| !l.parked.swap(false, Ordering::SeqCst));
-                let (store, lease) = (replicas.store.clone(), replicas.lease);
-                if let Ok(Err(e)) = tokio::task::spawn_blocking(move || store.register(lease)).await {
-                    tracing::error!(error = %e, "cannot register this replica again");
+                let (store, lease, again) = (replicas.store.clone(), replicas.lease, jobs.clone());
+                let registered = tokio::task::spawn_blocking(move || {
+                    store.register(lease).map_err(|e| e.to_string())?;
+                    again.adopt_parked().map_err(|e| e.message)
+                });
+                if let Ok(Err(e)) = registered.await {
+                    tracing::error!(error = %e, "cannot register this replica again, or adopt back its parked jobs");
                 }
             }
             Ok(Err(e)) => tracing::warn!(error = %e, "cannot renew this replica's lease"),
