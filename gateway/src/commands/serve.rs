@@ -592,7 +592,8 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         Ok(d) if d == state_dir => String::new(),
         _ => format!(" --state-dir {}", state_dir.display()),
     };
-    let admission = crate::catalog::admission::Admission::load(settings.lint.as_ref(), &state_dir, &approve_with, &store)?;
+    let admission =
+        crate::catalog::admission::Admission::load(settings.lint.as_ref(), &state_dir, &approve_with, &store)?;
     let gateway =
         Gateway::new(registry.clone(), sessions, jobs, metrics, options, audit, admission).with_guard(guard).shared();
     crate::gateway::catalog::watch_pins(gateway.clone(), &state_dir)?;

@@ -534,12 +534,19 @@ impl Jobs {
         self.store.list_jobs(session_id).map_err(|e| store_error("listing jobs", e))
     }
 
-    /// The next seq this job will write (its log length).
+    /// The next seq this job will write (its log length); 0 if the log cannot be read.
     pub fn next_seq(&self, job_id: &str) -> u64 {
+        self.log_len(job_id).unwrap_or(0)
+    }
+
+    /// The job's log length, or `None` if the store cannot say (it is unreachable). Whoever
+    /// decides that a reader has seen the whole log must not take an unreadable log for an
+    /// empty one: during a database outage that ended readers of jobs on other replicas early.
+    fn log_len(&self, job_id: &str) -> Option<u64> {
         if let Some(l) = self.handle(job_id) {
-            return *l.next_seq.borrow();
+            return Some(*l.next_seq.borrow());
         }
-        self.store.log_reader(job_id).and_then(|mut l| l.next_seq()).unwrap_or(0)
+        self.store.log_reader(job_id).and_then(|mut l| l.next_seq()).ok()
     }
 
     /// Events from `from_seq`, waiting up to `wait` for the first one if there is none yet.
@@ -596,11 +603,18 @@ impl Jobs {
                 // exit. The other order could see the length before the exit, then the end, and
                 // say `done` to a reader that never got the exit (a job on another replica ends
                 // while this one reads).
-                None => !self.is_live(&job.id) && self.is_terminal(&job.id) && next_seq >= self.next_seq(&job.id),
+                None => {
+                    !self.is_live(&job.id)
+                        && self.is_terminal(&job.id)
+                        && self.log_len(&job.id).is_some_and(|n| next_seq >= n)
+                }
             };
         // Asked past the end of a log that is complete: say where it really ends, rather than
         // echo a position the log never had.
-        let next_seq = if done && events.is_empty() { next_seq.min(self.next_seq(&job.id)) } else { next_seq };
+        let next_seq = match self.log_len(&job.id) {
+            Some(n) if done && events.is_empty() => next_seq.min(n),
+            _ => next_seq,
+        };
         Ok(AttachBatch { events, next_seq, done })
     }
 
@@ -636,8 +650,13 @@ impl Jobs {
         lock(&self.live).contains_key(job_id)
     }
 
+    /// Whether the job has ended (or is gone). An unreachable store says no: the job may still
+    /// be running on another replica, and a reader told it ended would stop short of its log.
     fn is_terminal(&self, job_id: &str) -> bool {
-        self.store.get_job(job_id).ok().flatten().is_none_or(|j| j.state.is_terminal())
+        match self.store.get_job(job_id) {
+            Ok(job) => job.is_none_or(|j| j.state.is_terminal()),
+            Err(_) => false,
+        }
     }
 
     /// Cancels a running or parked job, on whichever replica runs it; `false` if it is not
