@@ -17,6 +17,7 @@ mod execution;
 mod gateway;
 mod metrics;
 mod router;
+mod telemetry;
 mod transport;
 mod util;
 mod watch;
@@ -95,18 +96,23 @@ fn exit(result: anyhow::Result<i32>) -> ExitCode {
 }
 
 fn init_tracing(format: &str) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     // rmcp's transport worker logs an ERROR of its own for each failed connection attempt, with
     // Rust types in it; the gateway already says what failed, once per attempt, in words.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AXP_LOG")
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("AXP_LOG")
         .unwrap_or_else(|_| "axp=info,rmcp::transport::worker=off,warn".into());
+    // The trace spans are for the exporter (`telemetry`), not the log: a log line reads the same
+    // with traces on or off.
+    if let Ok(d) = format!("{}=off", telemetry::TARGET).parse() {
+        filter = filter.add_directive(d);
+    }
     // Colours only for a terminal that wants them: a log redirected to a file, or `NO_COLOR`
     // set, gets plain text.
     use std::io::IsTerminal;
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
+    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);
+    let log = if format == "json" { log.json().boxed() } else { log.boxed() };
+    tracing_subscriber::registry().with(log.with_filter(filter)).with(telemetry::layer()).init();
 }

@@ -281,10 +281,12 @@ fn keep_state_dir_out_of_reach(
 }
 
 /// Folds every egress attempt into the hash-chained audit log (kind `net.attempt`, with the
-/// session or provider that made it) and the gateway's metrics. A record that cannot be written
-/// is logged: the attempt was already decided by the proxy, and its own audit file still has it.
+/// session or provider that made it), the gateway's metrics and, with traces on, a span. A
+/// record that cannot be written is logged: the attempt was already decided by the proxy, and
+/// its own audit file still has it.
 fn egress_observer(audit: AuditLog, metrics: Arc<Metrics>) -> crate::execution::egress::AttemptSink {
     Arc::new(move |scope: &axp_providers::NetScope, r: &axp_egress_proxy::AuditRecord| {
+        crate::telemetry::egress_attempt(scope, r);
         if r.decision == "allow" {
             metrics.egress_allowed.inc()
         } else {
@@ -334,6 +336,8 @@ async fn shutdown(gw: &Gateway) {
     if let Ok(Err(e)) = tokio::task::spawn_blocking(move || audit.sync()).await {
         tracing::error!(error = %e, "cannot make the audit log's last records durable");
     }
+    // The spans still buffered go out (bounded by the exporter's own timeout).
+    let _ = tokio::task::spawn_blocking(crate::telemetry::stop).await;
 }
 
 async fn shutdown_signal() {
@@ -440,6 +444,12 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         bail!("the configuration has problems:\n{}", problems.join("\n"));
     }
 
+    // Traces: off unless `[telemetry] otlp_endpoint` is set; a bad value stops the start.
+    let telemetry = crate::telemetry::Config::from_settings(&settings.telemetry)
+        .map_err(|e| anyhow::anyhow!("invalid `[telemetry]` setting: {e}"))?;
+    if let Some(t) = &telemetry {
+        crate::telemetry::start(t).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
     let egress_options = crate::execution::egress::EgressOptions::from_settings(&settings.egress)
         .map_err(|e| anyhow::anyhow!("invalid `[egress]` setting: {e}"))?;
     let egress = Arc::new(Egress::with_options(state_dir.join("egress"), egress_options));

@@ -1,5 +1,5 @@
 //! `axp.toml`: the operator's settings (listen address, state dir, workspace, default session
-//! profile, sandbox defaults, declared CLI tools, lint policy, plugin limits). Raw serde structs refuse unknown
+//! profile, sandbox defaults, declared CLI tools, lint policy, plugin limits, trace export). Raw serde structs refuse unknown
 //! keys; [`load`] turns toml's byte spans into line and column and adds the nearest valid key.
 //! Knobs that weaken security carry a `dangerously_` prefix.
 
@@ -50,6 +50,20 @@ pub struct Settings {
     pub approval: axp_config::operator_policy::ApprovalSettings,
     #[serde(default)]
     pub quotas: axp_config::operator_policy::QuotaSettings,
+    #[serde(default)]
+    pub telemetry: TelemetrySettings,
+}
+
+/// `[telemetry]`: where traces go. Without `otlp_endpoint` no span is made or sent.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySettings {
+    /// An OTLP/HTTP receiver (`http://127.0.0.1:4318`); spans are POSTed as protobuf to its
+    /// `/v1/traces`. Headers (for a collector's credentials) come from
+    /// `OTEL_EXPORTER_OTLP_HEADERS`, as for any OpenTelemetry SDK.
+    pub otlp_endpoint: Option<String>,
+    /// The `service.name` the spans carry (default `axp`).
+    pub service_name: Option<String>,
 }
 
 /// `[egress]`: how the egress proxy resolves and which addresses it may reach. The allowlist
@@ -270,6 +284,14 @@ ignore = ["AXP010"]
         .unwrap();
         assert_eq!(s.listen.as_deref(), Some("127.0.0.1:9000"));
         assert_eq!(s.cli[0].tools[0].schema_json()["type"], "object");
+    }
+
+    #[test]
+    fn telemetry_section_parses_and_its_typos_are_named() {
+        let s = parse("[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n", Path::new("axp.toml")).unwrap();
+        assert_eq!(s.telemetry.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+        let e = parse("[telemetry]\notlp_endpiont = \"http://x\"\n", Path::new("axp.toml")).unwrap_err().to_string();
+        assert!(e.starts_with("axp.toml:2:1:") && e.contains("did you mean `otlp_endpoint`?"), "{e}");
     }
 
     #[test]

@@ -57,7 +57,14 @@ impl Gateway {
             let arguments = params.arguments.clone().unwrap_or_default();
             let spec = json!({"tool": tool, "arguments": arguments, "origin": "axp"});
             let digest = digest_json(&Value::Object(arguments.clone()));
-            let job = self.start_tool_job(&s, tool, arguments, spec, params.idempotency_key.clone(), timeout)?;
+            // The call's span holds its start; the job (and its provider call) run on under it.
+            let span = crate::telemetry::trace_span!("tool call", axp.tool = %tool, axp.session = %s.id);
+            let started = span
+                .in_scope(|| self.start_tool_job(&s, tool, arguments, spec, params.idempotency_key.clone(), timeout));
+            if let Err(e) = &started {
+                crate::telemetry::failed(&span, &e.message);
+            }
+            let job = started?;
             let detail = json!({"tool": tool, "args_sha256": digest, "job_id": job.id, "via": "job.start"});
             self.audit(Kind::ToolCall, Some(&s.id), detail).await?;
             job

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use axp_audit::{Kind, digest_json};
 use axp_protocol::jsonrpc::{Id, Notification, Response};
@@ -147,36 +148,45 @@ impl Gateway {
             }
             _ => {}
         }
-        let progress_token = p.get("_meta").and_then(|m| m.get("progressToken")).cloned();
-        let spec = json!({"tool": name, "arguments": arguments, "origin": "mcp", "request_id": req_id});
-        let digest = digest_json(&Value::Object(arguments.clone()));
-        let job = self.start_tool_job(&s, &name, arguments, spec, None, None)?;
-        let detail = json!({"tool": name, "args_sha256": digest, "job_id": job.id, "via": "tools/call"});
-        let key = (s.id.clone(), id_key(&serde_json::to_value(req_id).unwrap_or_default()));
-        self.inflight_lock().insert(key.clone(), job.id.clone());
-        // The audit record is written (and, by default, fsynced) while the provider works: one
-        // yield first lets the job's task send the call, so the record's write follows the
-        // dispatch instead of delaying it. The reply still waits for both, so no result is
-        // acknowledged before its record is durable; and a call that a crash cuts short between
-        // the two is still on record, as the job row inserted before dispatch (`lost` after
-        // the restart).
-        let audited = async {
-            tokio::task::yield_now().await;
-            self.audit(Kind::ToolCall, Some(&s.id), detail).await
+        // The call's span: the job it starts (and the provider call in it) are its children.
+        let span = crate::telemetry::trace_span!("tool call", axp.tool = %name, axp.session = %s.id);
+        let call = async {
+            let progress_token = p.get("_meta").and_then(|m| m.get("progressToken")).cloned();
+            let spec = json!({"tool": name, "arguments": arguments, "origin": "mcp", "request_id": req_id});
+            let digest = digest_json(&Value::Object(arguments.clone()));
+            let job = self.start_tool_job(&s, &name, arguments, spec, None, None)?;
+            let detail = json!({"tool": name, "args_sha256": digest, "job_id": job.id, "via": "tools/call"});
+            let key = (s.id.clone(), id_key(&serde_json::to_value(req_id).unwrap_or_default()));
+            self.inflight_lock().insert(key.clone(), job.id.clone());
+            // The audit record is written (and, by default, fsynced) while the provider works: one
+            // yield first lets the job's task send the call, so the record's write follows the
+            // dispatch instead of delaying it. The reply still waits for both, so no result is
+            // acknowledged before its record is durable; and a call that a crash cuts short between
+            // the two is still on record, as the job row inserted before dispatch (`lost` after
+            // the restart).
+            let audited = async {
+                tokio::task::yield_now().await;
+                self.audit(Kind::ToolCall, Some(&s.id), detail).await
+            };
+            // A stateless (2026-07-28) client hears its server's requests of the client in an
+            // `input_required` result of this call, so the call watches for them.
+            let inputs = self.client_asks.is_stateless(&s.id).then(|| self.client_asks.watch(&job.id));
+            let (audited, result) = tokio::join!(audited, self.follow_or_ask(&job, &name, ctx, progress_token, inputs));
+            self.inflight_lock().remove(&key);
+            audited?;
+            let reply = result;
+            // A parked job's wait for its operator is neither part: it has no provider time until
+            // it ran, and then the wait would count as the gateway's.
+            if job.state != axp_protocol::methods::JobState::AwaitingApproval
+                && let Some((provider, times)) = self.jobs.provider_time(&job.id)
+            {
+                times.gateway.observe(started.elapsed().saturating_sub(provider));
+            }
+            reply
         };
-        // A stateless (2026-07-28) client hears its server's requests of the client in an
-        // `input_required` result of this call, so the call watches for them.
-        let inputs = self.client_asks.is_stateless(&s.id).then(|| self.client_asks.watch(&job.id));
-        let (audited, result) = tokio::join!(audited, self.follow_or_ask(&job, &name, ctx, progress_token, inputs));
-        self.inflight_lock().remove(&key);
-        audited?;
-        let reply = result;
-        // A parked job's wait for its operator is neither part: it has no provider time until
-        // it ran, and then the wait would count as the gateway's.
-        if job.state != axp_protocol::methods::JobState::AwaitingApproval
-            && let Some((provider, times)) = self.jobs.provider_time(&job.id)
-        {
-            times.gateway.observe(started.elapsed().saturating_sub(provider));
+        let reply = call.instrument(span.clone()).await;
+        if let Err(e) = &reply {
+            crate::telemetry::failed(&span, &e.message);
         }
         reply
     }

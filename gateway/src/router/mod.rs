@@ -91,6 +91,11 @@ pub struct Ctx {
     /// The HTTP status the answer must carry when it is not 200 (the 2026-07-28 revision's
     /// 400 and 404), set by the router for the transport.
     pub status: Mutex<Option<u16>>,
+    /// The W3C `traceparent` header and any `tracestate`, for transports that have headers (a
+    /// `traceparent` in the request's `_meta` comes first; see `telemetry::incoming`).
+    pub trace_header: Option<(String, Option<String>)>,
+    /// The transport's name on the request's span (`http`, `stdio`, `sse`).
+    pub transport: &'static str,
 }
 
 impl Ctx {
@@ -112,58 +117,18 @@ impl Gateway {
     /// Handles one message; `None` for notifications and responses (nothing to answer).
     pub async fn handle(&self, msg: Incoming, ctx: &Ctx) -> Option<Response> {
         match msg {
-            Incoming::Request(mut req) => {
-                self.metrics.requests.inc();
-                let id = req.id.clone();
-                let method = req.method.clone();
-                let stateless = match revision::envelope(&req, ctx.protocol.as_deref()) {
-                    Ok(e) => e,
-                    Err(refused) => {
-                        ctx.set_status(refused.http_status);
-                        return Some(Response::err(id, refused.error));
-                    }
-                };
-                if let Some(envelope) = &stateless {
-                    if revision::removed(&method) {
-                        let refused = revision::not_found(&method);
-                        ctx.set_status(refused.http_status);
-                        return Some(Response::err(id, refused.error));
-                    }
-                    if let Some(p) = req.params.as_mut() {
-                        revision::strip_envelope(p);
-                    }
-                    if let Err(e) = self.stateless_session(envelope, ctx) {
-                        return Some(Response::err(id, e));
-                    }
-                }
-                let mut r = self.call(req, ctx).await;
-                if stateless.is_some() {
-                    match &mut r {
-                        Ok(v) => revision::decorate(&method, v),
-                        Err(e) if e.code == ErrorCode::MethodNotFound.code() => ctx.set_status(404),
-                        Err(e)
-                            if [revision::MISSING_CLIENT_CAPABILITY, revision::HEADER_MISMATCH].contains(&e.code) =>
-                        {
-                            ctx.set_status(400)
-                        }
-                        Err(_) => {}
-                    }
-                }
-                if self.was_cancelled(&id, ctx) {
-                    // MCP: the receiver of `notifications/cancelled` sends no response.
-                    return None;
-                }
-                if let Err(e) = &r {
-                    self.metrics.request_errors.inc();
-                    if e.kind() == Some(ErrorCode::CapabilityDenied) {
-                        let session = ctx.session_id.clone().or_else(|| ctx.opened_session());
-                        let detail = json!({"method": method, "missing": e.data.as_ref().and_then(|d| d.get("missing")), "reason": e.reason()});
-                        if let Err(ae) = self.audit(Kind::CapabilityDenied, session.as_deref(), detail).await {
-                            return Some(Response::err(id, ae));
-                        }
-                    }
-                }
-                Some(Response::from_result(id, r))
+            Incoming::Request(req) => {
+                // Each request is a span (with traces on), the child of the client's context.
+                let header = ctx.trace_header.as_ref().map(|(p, s)| (p.as_str(), s.as_deref()));
+                let remote = crate::telemetry::incoming(req.params.as_ref(), header);
+                let span = crate::telemetry::trace_span!(
+                    "request",
+                    otel.kind = "server",
+                    rpc.system = "jsonrpc",
+                    rpc.method = %req.method,
+                    axp.transport = ctx.transport,
+                );
+                crate::telemetry::within(remote, span, self.handle_request(req, ctx)).await
             }
             Incoming::Notification(n) => {
                 self.notification(n, ctx);
@@ -175,6 +140,60 @@ impl Gateway {
                 None
             }
         }
+    }
+
+    /// One request, to its answer (`None` when the client cancelled it).
+    async fn handle_request(&self, mut req: Request, ctx: &Ctx) -> Option<Response> {
+        self.metrics.requests.inc();
+        let id = req.id.clone();
+        let method = req.method.clone();
+        let stateless = match revision::envelope(&req, ctx.protocol.as_deref()) {
+            Ok(e) => e,
+            Err(refused) => {
+                ctx.set_status(refused.http_status);
+                return Some(Response::err(id, refused.error));
+            }
+        };
+        if let Some(envelope) = &stateless {
+            if revision::removed(&method) {
+                let refused = revision::not_found(&method);
+                ctx.set_status(refused.http_status);
+                return Some(Response::err(id, refused.error));
+            }
+            if let Some(p) = req.params.as_mut() {
+                revision::strip_envelope(p);
+            }
+            if let Err(e) = self.stateless_session(envelope, ctx) {
+                return Some(Response::err(id, e));
+            }
+        }
+        let mut r = self.call(req, ctx).await;
+        if stateless.is_some() {
+            match &mut r {
+                Ok(v) => revision::decorate(&method, v),
+                Err(e) if e.code == ErrorCode::MethodNotFound.code() => ctx.set_status(404),
+                Err(e) if [revision::MISSING_CLIENT_CAPABILITY, revision::HEADER_MISMATCH].contains(&e.code) => {
+                    ctx.set_status(400)
+                }
+                Err(_) => {}
+            }
+        }
+        if self.was_cancelled(&id, ctx) {
+            // MCP: the receiver of `notifications/cancelled` sends no response.
+            return None;
+        }
+        if let Err(e) = &r {
+            crate::telemetry::failed(&tracing::Span::current(), &e.message);
+            self.metrics.request_errors.inc();
+            if e.kind() == Some(ErrorCode::CapabilityDenied) {
+                let session = ctx.session_id.clone().or_else(|| ctx.opened_session());
+                let detail = json!({"method": method, "missing": e.data.as_ref().and_then(|d| d.get("missing")), "reason": e.reason()});
+                if let Err(ae) = self.audit(Kind::CapabilityDenied, session.as_deref(), detail).await {
+                    return Some(Response::err(id, ae));
+                }
+            }
+        }
+        Some(Response::from_result(id, r))
     }
 
     fn notification(&self, n: Notification, ctx: &Ctx) {

@@ -56,7 +56,14 @@ pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
 
 fn ctx_from(headers: &HeaderMap) -> Ctx {
     let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-    Ctx { session_id: h(SESSION_HEADER), token: h(CAP_HEADER), protocol: h("mcp-protocol-version"), ..Ctx::default() }
+    Ctx {
+        session_id: h(SESSION_HEADER),
+        token: h(CAP_HEADER),
+        protocol: h("mcp-protocol-version"),
+        trace_header: h("traceparent").map(|p| (p, h("tracestate"))),
+        transport: "http",
+        ..Ctx::default()
+    }
 }
 
 /// The request's context with its operator (`Authorization: Bearer`), or the 401 to send: an

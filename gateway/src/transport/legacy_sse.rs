@@ -316,7 +316,7 @@ async fn message(State(st): State<LegacyState>, uri: Uri, headers: HeaderMap, bo
     }
     // The connection decides the session: an `Mcp-Session-Id` header on the POST is ignored,
     // so a POST can speak only for its own connection's session.
-    let ctx = Ctx { session_id: conn.session(), operator: Some(conn.operator.clone()), ..ctx };
+    let ctx = Ctx { session_id: conn.session(), operator: Some(conn.operator.clone()), transport: "sse", ..ctx };
     let Incoming::Request(req) = msg else {
         // Notifications (cancellation) and the client's answers to relayed requests act at
         // once, in the order they were posted.

@@ -108,6 +108,7 @@ pub async fn serve(gw: Arc<Gateway>, max_line: usize) -> anyhow::Result<()> {
                 session_id: current,
                 push: Some(push_tx),
                 operator: Some(gw.guard.operators.local()),
+                transport: "stdio",
                 ..Ctx::default()
             };
             let resp = gw.handle(msg, &ctx).await;

@@ -35,6 +35,7 @@ pub mod replicas;
 pub mod runner;
 pub mod sessions;
 pub mod skills;
+pub mod traces;
 pub mod writes;
 
 use std::io::{BufRead, BufReader};

@@ -76,6 +76,9 @@
 //!   `resources/list_changed`, `prompts/list_changed`, `resources/updated` and
 //!   `notifications/message` become [`ProviderEvent`](crate::ProviderEvent)s; logs also go to
 //!   `tracing`.
+//! * **Trace context.** A call whose `meta.trace` holds a W3C `traceparent` (and `tracestate`),
+//!   as the gateway sets it, sends them in the `_meta` of each of its requests (SEP-414), and
+//!   over Streamable HTTP also as headers (`traced_http.rs`).
 
 mod child;
 mod config;
@@ -86,6 +89,7 @@ mod routing;
 mod session;
 pub mod sse;
 mod supervisor;
+mod traced_http;
 
 pub use config::{ClientAsks, Handshake, McpConfig, McpStatus, McpTransport, RestartPolicy};
 pub use provider::McpProvider;

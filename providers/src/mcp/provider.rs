@@ -280,10 +280,14 @@ impl McpProvider {
         bounds: &Bounds,
         what: &str,
     ) -> Result<ServerResult, ProviderError> {
-        let options = if conn.stateless {
-            PeerRequestOptions::no_options().with_meta(self.envelope(client))
-        } else {
-            PeerRequestOptions::no_options()
+        let mut meta = if conn.stateless { Some(self.envelope(client)) } else { None };
+        if let Some(trace) = &bounds.trace {
+            // Read by the server (SEP-414), and sent as headers too by an HTTP transport.
+            meta.get_or_insert_with(RequestMetaObject::new).extend(RequestMetaObject(trace.clone().into()));
+        }
+        let options = match meta {
+            Some(meta) => PeerRequestOptions::no_options().with_meta(meta),
+            None => PeerRequestOptions::no_options(),
         };
         let handle = match conn.peer.send_request_with_option(request, options).await {
             Ok(h) => h,
@@ -473,8 +477,12 @@ impl McpProvider {
         }
         let _inflight = conn.inflight.enter(meta.clone());
         let timeout = self.inner.cfg.timeout;
-        let bounds =
-            Bounds { cancel: CancellationToken::new(), deadline: tokio::time::Instant::now() + timeout, timeout };
+        let bounds = Bounds {
+            cancel: CancellationToken::new(),
+            deadline: tokio::time::Instant::now() + timeout,
+            timeout,
+            trace: None,
+        };
         let sink: JobSink = Arc::new(crate::NullSink);
         let (mut responses, mut state) = match answers {
             Some(a) => (Some(a.responses.into_iter().collect()), a.request_state),
@@ -577,11 +585,24 @@ fn upstream_error(message: String) -> ProviderError {
     ProviderError::Upstream(RpcError { code: i64::from(rmcp::model::ErrorCode::INTERNAL_ERROR.0), message, data: None })
 }
 
-/// What ends a call early: its cancellation and its deadline (`timeout` after it began).
+/// What ends a call early: its cancellation and its deadline (`timeout` after it began); and
+/// the W3C trace context its requests carry in `_meta` (`traceparent`, `tracestate`).
 struct Bounds {
     cancel: CancellationToken,
     deadline: tokio::time::Instant,
     timeout: Duration,
+    trace: Option<serde_json::Map<String, Value>>,
+}
+
+/// The trace context the gateway handed a call (`meta.trace`): only the two W3C keys, as
+/// strings, so nothing else of the gateway's reaches the server through it.
+fn trace_of(meta: &Value) -> Option<serde_json::Map<String, Value>> {
+    let trace = meta.get("trace")?.as_object()?;
+    let kept: serde_json::Map<String, Value> = ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|k| trace.get(k).filter(|v| v.is_string()).map(|v| (k.to_string(), v.clone())))
+        .collect();
+    kept.contains_key("traceparent").then_some(kept)
 }
 
 impl Bounds {
@@ -662,7 +683,8 @@ impl Provider for McpProvider {
         // Entered before the request is sent: a server may ask the client at once.
         let _inflight = conn.inflight.enter(meta.clone());
         let timeout = crate::call_timeout(&call, self.inner.cfg.timeout);
-        let bounds = Bounds { cancel, deadline: tokio::time::Instant::now() + timeout, timeout };
+        let bounds =
+            Bounds { cancel, deadline: tokio::time::Instant::now() + timeout, timeout, trace: trace_of(&meta) };
         let tool = call.tool.clone();
         if !conn.stateless && self.needs_task(&call.tool) {
             return self.call_as_task(&conn, &call, &sink, &bounds).await;

@@ -225,7 +225,8 @@ impl Session {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
                 config.max_sse_event_size = sse::MAX_EVENT_BYTES;
                 config.max_json_response_size = sse::MAX_EVENT_BYTES;
-                let transport = StreamableHttpClientTransport::from_config(config);
+                let client = super::traced_http::TracedHttp::new().map_err(OpenError::Start)?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
                 let running =
                     match serve_client_with_lifecycle_and_ct(handler, transport, lifecycle, service_ct.clone()).await {
                         Ok(r) => r,

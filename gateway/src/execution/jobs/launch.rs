@@ -13,11 +13,12 @@ use std::time::Duration;
 use axp_protocol::methods::{JobEventKind, JobState};
 use axp_protocol::{ToolCall, ToolOutput};
 use axp_provider_api::process::{Capture, Ended, Process, exit_event, failed_event};
-use axp_providers::{CancellationToken, JobSink, Launcher, ProcessSpec, ProviderError};
+use axp_providers::{CancellationToken, JobSink, Launcher, NetScope, ProcessSpec, ProviderError};
 use axp_store::JobLog;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use super::{Jobs, Live, LogSink, lock, provider_error_to_rpc};
 use crate::catalog::registry::Resolved;
@@ -68,7 +69,17 @@ impl Jobs {
         let this = self.clone();
         let job_id = id.to_string();
         let roots = self.writes.as_ref().map(|w| w.roots(&work)).unwrap_or_default();
-        tokio::spawn(async move {
+        // The job's span, a child of the request's (or tool call's) that started it; egress
+        // attempts of the session's proxy made while it runs are placed under it.
+        let span = crate::telemetry::trace_span!(
+            "job",
+            axp.job = %job_id,
+            axp.job.kind = work.kind(),
+            axp.session = %live.session_id,
+        );
+        let window = crate::telemetry::window(NetScope::Session(live.session_id.clone()), &span);
+        tokio::spawn(crate::telemetry::carried(span, async move {
+            let _window = window;
             let before = if roots.is_empty() {
                 Vec::new()
             } else {
@@ -144,7 +155,19 @@ impl Jobs {
                 let _ = tokio::task::spawn_blocking(move || w.record(&id, &session, &before)).await;
             }
             this.finish(&job_id, &sink, result, exit);
-        });
+        }));
+    }
+}
+
+impl Work {
+    /// The kind of work, as the job's span names it.
+    fn kind(&self) -> &'static str {
+        match self {
+            Work::Tool { .. } => "tool",
+            Work::Command { .. } => "command",
+            Work::Code { .. } => "code",
+            Work::Pty { .. } => "pty",
+        }
     }
 }
 
@@ -157,12 +180,26 @@ async fn run_tool(
     live: Arc<Live>,
     cancel: CancellationToken,
 ) -> (Option<ToolOutput>, JobEventKind) {
-    let call = ToolCall {
-        tool: resolved.entry.spec.name.clone(),
-        arguments,
-        meta: Some(json!({"job_id": job_id, "cwd": cwd})),
-    };
-    let result = resolved.provider.call(call, sink.clone(), cancel.clone()).await;
+    // The provider call's span; the server is handed its trace context (`meta.trace`, which an
+    // MCP provider puts in the request's `_meta`), and egress attempts of the provider's own
+    // proxy made while it runs are placed under it.
+    let provider = resolved.entry.provider.as_str();
+    let span = crate::telemetry::trace_span!(
+        "provider call",
+        otel.kind = "client",
+        axp.provider = %provider,
+        axp.tool = %resolved.entry.spec.name,
+    );
+    let _window = crate::telemetry::window(NetScope::Provider(provider.to_string()), &span);
+    let mut meta = json!({"job_id": job_id, "cwd": cwd});
+    if let Some(trace) = crate::telemetry::outgoing(&span) {
+        meta["trace"] = Value::Object(trace);
+    }
+    let call = ToolCall { tool: resolved.entry.spec.name.clone(), arguments, meta: Some(meta) };
+    let result = resolved.provider.call(call, sink.clone(), cancel.clone()).instrument(span.clone()).await;
+    if let Err(e) = &result {
+        crate::telemetry::failed(&span, &e.to_string());
+    }
     match result {
         Ok(output) => {
             let exit = JobEventKind::Exit {
