@@ -518,6 +518,116 @@ fn a_connection_the_server_dropped_is_reopened_by_the_next_call() {
     assert_eq!(store.get_session("s2").unwrap(), Some(session("s2")));
 }
 
+/// A loopback forwarder to the test cluster that, once armed, lets the next answer of the
+/// server go nowhere: it closes both ends instead, so the client loses a statement's answer
+/// although the server ran (and committed) it.
+struct AnswerCutter {
+    addr: std::net::SocketAddr,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl AnswerCutter {
+    fn to(server: &str) -> AnswerCutter {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (server, flag) = (server.to_string(), armed.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(upstream) = std::net::TcpStream::connect(&server) else { continue };
+                let (mut c_in, mut u_out) = (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+                std::thread::spawn(move || std::io::copy(&mut c_in, &mut u_out));
+                let (mut u_in, mut c_out, flag) = (upstream, client, flag.clone());
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16 * 1024];
+                    loop {
+                        let n = match u_in.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if flag.swap(false, Ordering::SeqCst) {
+                            break;
+                        }
+                        if c_out.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = u_in.shutdown(std::net::Shutdown::Both);
+                    let _ = c_out.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        AnswerCutter { addr, armed }
+    }
+
+    fn arm(&self) {
+        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn an_append_whose_answer_was_lost_is_found_committed_and_the_log_goes_on() {
+    // A write's connection breaks after the server committed it: the writer cannot know. The
+    // gateway offers those events again (it holds back what the store did not take); the store
+    // must find them already there and go on after them — neither writing them twice nor
+    // refusing them (and everything after) as another writer's.
+    let Some(db) = Db::new() else { return };
+    let (host_port, rest) = {
+        let after = db.url.split_once('@').unwrap().1;
+        let (hp, rest) = after.split_once('/').unwrap();
+        (hp.to_string(), rest.to_string())
+    };
+    let cutter = AnswerCutter::to(&host_port);
+    let via = db.url.replace(&format!("@{host_port}/{rest}"), &format!("@{}/{rest}", cutter.addr));
+    let a = Store::connect(&via, &db.tmp.path().join("a"), StoreOptions::default().connections(1)).unwrap();
+    let b = db.replica("b");
+    let log = started(&a, "j");
+    log.append(stdout("a0")).unwrap();
+
+    cutter.arm();
+    let (appended, err) = log.append_all(vec![stdout("a1"), stdout("a2")]);
+    let err = err.expect("the answer was cut, so the append must fail");
+    assert!(appended.is_empty() && err.is_unavailable(), "{err:?}");
+    assert_eq!(b.read_log("j", 0, 10).unwrap().len(), 3, "the server committed the append whose answer was lost");
+
+    let (appended, err) = log.append_all(vec![stdout("a1"), stdout("a2"), stdout("a3")]);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(appended.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    let events = b.read_log("j", 0, 10).unwrap();
+    assert_dense(&events, "j", 0);
+    let data: Vec<_> = events
+        .iter()
+        .map(|e| match &e.kind {
+            JobEventKind::Stdout { data } => data.as_str(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(data, ["a0", "a1", "a2", "a3"], "each event once, in order");
+
+    // The same one-by-one, and then another writer's event after the lost one (another replica
+    // ending the job as lost): that is refused as a conflict, not taken for this writer's.
+    cutter.arm();
+    assert!(log.append(stdout("a4")).unwrap_err().is_unavailable());
+    assert_eq!(log.append(stdout("a4")).unwrap().seq, 4);
+    // (The retry above only read; this append prepares the statement on the new connection, so
+    // that the cut below falls after the server ran the next one, not on its preparation.)
+    assert_eq!(log.append(stdout("a5")).unwrap().seq, 5);
+    cutter.arm();
+    assert!(log.append(stdout("a6")).unwrap_err().is_unavailable());
+    assert_eq!(b.read_log("j", 0, 10).unwrap().len(), 7, "the server committed a6");
+    b.log("j").unwrap().append(exited(137)).unwrap();
+    let (appended, err) = log.append_all(vec![stdout("a6"), stdout("a7")]);
+    assert!(appended.is_empty());
+    assert!(matches!(err, Some(StoreError::Conflict { .. })), "{err:?}");
+    let events = b.read_log("j", 0, 10).unwrap();
+    assert_eq!(events.len(), 8);
+    assert_dense(&events, "j", 0);
+    assert!(matches!(events[7].kind, JobEventKind::Exit { .. }));
+}
+
 #[test]
 fn the_embedded_store_leaves_nonces_and_revocations_to_the_gateway() {
     // No database needed: the embedded store says it does not keep them, rather than

@@ -118,6 +118,9 @@ enum Place {
 struct Writer {
     place: Place,
     next_seq: u64,
+    /// A write failed with its connection (the server or the network went away): whether it
+    /// committed is not known until the stored log is read again (see [`PgLog::settle`]).
+    in_doubt: bool,
 }
 
 pub(crate) struct PgLogInner {
@@ -163,7 +166,7 @@ impl PgLog {
             inner: Arc::new(PgLogInner {
                 job_id: job_id.to_string(),
                 committed: AtomicU64::new(next_seq),
-                writer: Mutex::new(Writer { place, next_seq }),
+                writer: Mutex::new(Writer { place, next_seq, in_doubt: false }),
                 shared,
             }),
         }
@@ -177,32 +180,7 @@ impl PgLog {
     /// The log of an existing job, wherever it lives. [`StoreError::NotFound`] without a job.
     pub(crate) fn open(job_id: &str, shared: Arc<Shared>) -> Result<PgLog> {
         crate::log::validate_id(job_id)?;
-        let id = job_id.to_string();
-        let found = shared.pool.read(move |c| {
-            let rows = c.query(
-                "SELECT log IS NOT NULL, log_events, COALESCE(octet_length(log), 0)::bigint,
-                        (SELECT max(next_seq) FROM job_log_chunks WHERE job_id = $1),
-                        (SELECT min(seq) FROM job_log_tail WHERE job_id = $1),
-                        (SELECT max(seq) + 1 FROM job_log_tail WHERE job_id = $1),
-                        (SELECT COALESCE(sum(octet_length(line)), 0)::bigint FROM job_log_tail WHERE job_id = $1)
-                 FROM jobs WHERE id = $1",
-                &[&id],
-            )?;
-            Ok(rows.first().map(|r| {
-                let in_row: bool = r.get(0);
-                let u = |v: i64| u64::try_from(v).unwrap_or(0);
-                if in_row {
-                    (Place::Row { bytes: u(r.get(2)) }, u(r.get(1)))
-                } else {
-                    let chunks_end = r.get::<_, Option<i64>>(3).map_or(0, u);
-                    let tail_end = r.get::<_, Option<i64>>(5).map_or(0, u);
-                    let next = chunks_end.max(tail_end);
-                    let tail_from = r.get::<_, Option<i64>>(4).map_or(next, u);
-                    (Place::Chunks { tail_from, tail_bytes: u(r.get(6)) }, next)
-                }
-            }))
-        })?;
-        let Some((place, next_seq)) = found else {
+        let Some((place, next_seq)) = locate(job_id, &shared)? else {
             return Err(StoreError::NotFound { what: "job", id: job_id.to_string() });
         };
         Ok(Self::with(job_id, shared, place, next_seq))
@@ -216,9 +194,57 @@ impl PgLog {
         self.inner.committed.load(Ordering::Acquire)
     }
 
+    /// After a write whose answer was lost with its connection, reads the stored log to learn
+    /// whether it committed, before anything else is appended. Its events are offered again
+    /// (the gateway holds back what the store did not take, in order), so stored events past
+    /// the writer's count that are the first of `kinds` are the lost write's: they are returned
+    /// as appended, and the writer goes on after them. Anything else past its count is another
+    /// writer's ([`StoreError::Conflict`], as for any append). Without this, the retry was
+    /// refused as a conflict and the job's later output dropped.
+    fn settle(&self, w: &mut Writer, kinds: &[JobEventKind]) -> Result<Vec<JobEvent>> {
+        if !w.in_doubt {
+            return Ok(Vec::new());
+        }
+        let job_id = &self.inner.job_id;
+        let Some((place, stored)) = locate(job_id, &self.inner.shared)? else {
+            return Err(StoreError::NotFound { what: "job", id: job_id.clone() });
+        };
+        let extra = stored.checked_sub(w.next_seq).unwrap_or(u64::MAX);
+        let mut found: Vec<JobEvent> = Vec::new();
+        if extra > 0 && extra <= kinds.len() as u64 {
+            while (found.len() as u64) < extra {
+                let from = w.next_seq + found.len() as u64;
+                let batch = read(&self.inner.shared, job_id, from, (extra as usize) - found.len())?;
+                if batch.is_empty() {
+                    break;
+                }
+                found.extend(batch);
+            }
+        }
+        let ours = found.len() as u64 == extra.min(kinds.len() as u64 + 1)
+            && found.iter().zip(kinds).all(|(e, k)| &e.kind == k);
+        if extra > 0 && !ours {
+            return Err(StoreError::Conflict {
+                job_id: job_id.clone(),
+                reason: format!(
+                    "its log holds {stored} events where this writer counted {}: another writer appended to it",
+                    w.next_seq
+                ),
+            });
+        }
+        w.place = place;
+        w.next_seq = stored;
+        w.in_doubt = false;
+        self.inner.committed.store(stored, Ordering::Release);
+        Ok(found)
+    }
+
     /// Appends one event (see [`crate::JobLog::append`]).
     pub(crate) fn append(&self, kind: JobEventKind) -> Result<JobEvent> {
         let mut w = lock(&self.inner.writer);
+        if let Some(stored) = self.settle(&mut w, std::slice::from_ref(&kind))?.pop() {
+            return Ok(stored);
+        }
         let event = JobEvent { job_id: self.inner.job_id.clone(), seq: w.next_seq, ts_ms: now_ms(), kind };
         let line = encode(&event)?;
         if line.len() as u64 > MAX_EVENT_BYTES {
@@ -235,8 +261,18 @@ impl PgLog {
 
     /// Appends `kinds` as consecutive events: in one statement, all or nothing, while the log is
     /// in its row and they all fit there; one by one otherwise (see [`crate::JobLog::append_all`]).
-    pub(crate) fn append_all(&self, kinds: Vec<JobEventKind>) -> (Vec<JobEvent>, Option<StoreError>) {
+    pub(crate) fn append_all(&self, mut kinds: Vec<JobEventKind>) -> (Vec<JobEvent>, Option<StoreError>) {
         let mut w = lock(&self.inner.writer);
+        match self.settle(&mut w, &kinds) {
+            Err(e) => return (Vec::new(), Some(e)),
+            Ok(stored) if !stored.is_empty() => {
+                drop(w);
+                let rest = kinds.split_off(stored.len());
+                let (more, error) = if rest.is_empty() { (Vec::new(), None) } else { self.append_all(rest) };
+                return (stored.into_iter().chain(more).collect(), error);
+            }
+            Ok(_) => {}
+        }
         if kinds.len() > 1
             && let Place::Row { bytes } = w.place
         {
@@ -299,19 +335,33 @@ impl PgLog {
         let durable = end.is_some() && inner.shared.exit_sync == ExitSync::Inline;
         let len = lines.len() as u64;
         let op = Write { job_id: inner.job_id.clone(), seq: w.next_seq, lines, count, end };
-        let place = match w.place {
-            Place::Row { bytes } if !outgrows_row(w.next_seq + count, bytes + len) => {
-                inner.shared.pool.run(move |c| append_to_row(c, &op, durable))?;
-                Place::Row { bytes: bytes + len }
-            }
+        let written = match w.place {
+            Place::Row { bytes } if !outgrows_row(w.next_seq + count, bytes + len) => inner
+                .shared
+                .pool
+                .run(move |c| append_to_row(c, &op, durable))
+                .map(|()| Place::Row { bytes: bytes + len }),
             Place::Row { .. } => {
                 let from = w.next_seq;
-                inner.shared.pool.run(move |c| move_to_chunks(c, &op, durable))?;
-                Place::Chunks { tail_from: from, tail_bytes: len }
+                inner
+                    .shared
+                    .pool
+                    .run(move |c| move_to_chunks(c, &op, durable))
+                    .map(|()| Place::Chunks { tail_from: from, tail_bytes: len })
             }
-            Place::Chunks { tail_from, tail_bytes } => {
-                inner.shared.pool.run(move |c| append_to_tail(c, &op, durable))?;
-                Place::Chunks { tail_from, tail_bytes: tail_bytes + len }
+            Place::Chunks { tail_from, tail_bytes } => inner
+                .shared
+                .pool
+                .run(move |c| append_to_tail(c, &op, durable))
+                .map(|()| Place::Chunks { tail_from, tail_bytes: tail_bytes + len }),
+        };
+        let place = match written {
+            Ok(place) => place,
+            Err(e) => {
+                // The statement may have committed before the connection went: the next
+                // append reads the stored log first.
+                w.in_doubt |= e.is_unavailable();
+                return Err(e);
             }
         };
         w.next_seq += count;
@@ -342,6 +392,35 @@ impl PgLog {
         let max = max.min(usize::try_from(committed.saturating_sub(from_seq)).unwrap_or(usize::MAX));
         read(&self.inner.shared, &self.inner.job_id, from_seq, max)
     }
+}
+
+/// Where a job's log lives and how many events it holds, as stored; `None` without the job.
+fn locate(job_id: &str, shared: &Shared) -> Result<Option<(Place, u64)>> {
+    let id = job_id.to_string();
+    shared.pool.read(move |c| {
+        let rows = c.query(
+            "SELECT log IS NOT NULL, log_events, COALESCE(octet_length(log), 0)::bigint,
+                        (SELECT max(next_seq) FROM job_log_chunks WHERE job_id = $1),
+                        (SELECT min(seq) FROM job_log_tail WHERE job_id = $1),
+                        (SELECT max(seq) + 1 FROM job_log_tail WHERE job_id = $1),
+                        (SELECT COALESCE(sum(octet_length(line)), 0)::bigint FROM job_log_tail WHERE job_id = $1)
+                 FROM jobs WHERE id = $1",
+            &[&id],
+        )?;
+        Ok(rows.first().map(|r| {
+            let in_row: bool = r.get(0);
+            let u = |v: i64| u64::try_from(v).unwrap_or(0);
+            if in_row {
+                (Place::Row { bytes: u(r.get(2)) }, u(r.get(1)))
+            } else {
+                let chunks_end = r.get::<_, Option<i64>>(3).map_or(0, u);
+                let tail_end = r.get::<_, Option<i64>>(5).map_or(0, u);
+                let next = chunks_end.max(tail_end);
+                let tail_from = r.get::<_, Option<i64>>(4).map_or(next, u);
+                (Place::Chunks { tail_from, tail_bytes: u(r.get(6)) }, next)
+            }
+        }))
+    })
 }
 
 /// Converts a driver error on the tail's key into the conflict it means.
