@@ -228,24 +228,22 @@ fn sync_dir(dir: &Path) -> Result<(), AuditError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(io_at(dir))
 }
 
-/// Takes an exclusive flock, retrying for `wait`. rustix rather than `File::try_lock` because the
-/// workspace's minimum Rust (1.88) predates it, and rather than libc because this crate has no
-/// `unsafe`.
+/// Takes an exclusive flock (`File::try_lock` is `flock(2)` on Linux), retrying for `wait`.
 fn take_lock(path: &Path, wait: Duration) -> Result<File, AuditError> {
     let file =
         OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(path).map_err(io_at(path))?;
     let deadline = std::time::Instant::now() + wait;
     loop {
-        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        match file.try_lock() {
             Ok(()) => return Ok(file),
-            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+            Err(std::fs::TryLockError::WouldBlock) => {
                 if std::time::Instant::now() >= deadline {
                     return Err(AuditError::Locked { path: path.to_path_buf() });
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            Err(e) if e == rustix::io::Errno::INTR => {}
-            Err(e) => return Err(io_at(path)(e.into())),
+            Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_at(path)(e)),
         }
     }
 }

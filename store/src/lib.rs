@@ -391,19 +391,17 @@ const LOCK_FILE: &str = "lock";
 /// opening the store takes the lock.
 pub fn in_use(dir: &Path) -> bool {
     let Ok(file) = OpenOptions::new().write(true).open(dir.join(LOCK_FILE)) else { return false };
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+    match file.try_lock() {
         Ok(()) => {
-            let _ = rustix::fs::flock(&file, rustix::fs::FlockOperation::Unlock);
+            let _ = file.unlock();
             false
         }
-        Err(e) => e == rustix::io::Errno::WOULDBLOCK,
+        Err(e) => matches!(e, std::fs::TryLockError::WouldBlock),
     }
 }
 
-/// Takes an exclusive, non-blocking flock on `path`, retrying for `wait`.
-///
-/// rustix is used rather than `File::try_lock` because the workspace's minimum Rust (1.88)
-/// predates that API, and rather than libc because this crate has no `unsafe`.
+/// Takes an exclusive, non-blocking flock on `path` (`File::try_lock` is `flock(2)` on Linux,
+/// so it excludes what [`in_use`] and older builds of the gateway test), retrying for `wait`.
 fn lock_dir(path: &Path, wait: Duration) -> Result<File> {
     let file = OpenOptions::new()
         .create(true)
@@ -414,16 +412,16 @@ fn lock_dir(path: &Path, wait: Duration) -> Result<File> {
         .map_err(|e| StoreError::io(path, e))?;
     let deadline = std::time::Instant::now() + wait;
     loop {
-        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        match file.try_lock() {
             Ok(()) => return Ok(file),
-            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+            Err(std::fs::TryLockError::WouldBlock) => {
                 if std::time::Instant::now() >= deadline {
                     return Err(StoreError::Locked { path: path.to_path_buf() });
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            Err(e) if e == rustix::io::Errno::INTR => {}
-            Err(e) => return Err(StoreError::io(path, e.into())),
+            Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(std::fs::TryLockError::Error(e)) => return Err(StoreError::io(path, e)),
         }
     }
 }
