@@ -1,7 +1,8 @@
 //! Watching one file for replacement: `notify` gives inotify where it can and polling (once a
 //! second, by content) where it cannot, and a burst of events (a write, then a rename) reads as
 //! one change. The plugins lockfile and the tool-pins lockfile are watched this way, so that an
-//! operator's `axp provider add` or `axp lint --approve` takes effect in a running gateway.
+//! operator's `axp provider add` or `axp lint --approve` takes effect in a running gateway;
+//! where replicas share those files through their database, the watch also fires on a timer.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -12,6 +13,9 @@ use anyhow::{Context, Result};
 /// A watch on one file; changes arrive through [`FileWatch::changed`]. Dropping it stops it.
 pub struct FileWatch {
     rx: tokio::sync::mpsc::UnboundedReceiver<()>,
+    /// Also "changed" on every tick, for a file whose truth lives elsewhere too (a database
+    /// several gateways share) and must be looked at even when no one touched the file.
+    poll: Option<tokio::time::Interval>,
     _watcher: Box<dyn notify::Watcher + Send>,
 }
 
@@ -44,13 +48,31 @@ impl FileWatch {
                 Box::new(w)
             }
         };
-        Ok(Self { rx, _watcher: watcher })
+        Ok(Self { rx, poll: None, _watcher: watcher })
+    }
+
+    /// Reports a change every `period` as well as when the file changes (nothing more when
+    /// `period` is `None`).
+    pub fn also_every(mut self, period: Option<Duration>) -> Self {
+        self.poll = period.map(|p| {
+            let mut poll = tokio::time::interval(p);
+            poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            poll
+        });
+        self
     }
 
     /// Waits for the next change, after letting a burst of events settle. `false` once the
     /// watcher has stopped.
     pub async fn changed(&mut self) -> bool {
-        if self.rx.recv().await.is_none() {
+        let event = match &mut self.poll {
+            Some(poll) => tokio::select! {
+                event = self.rx.recv() => event,
+                _ = poll.tick() => return true,
+            },
+            None => self.rx.recv().await,
+        };
+        if event.is_none() {
             return false;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -44,23 +44,11 @@ pub fn watch_provider(gw: Arc<Gateway>, m: Mount) {
 /// registers again the providers whose held-back tools it may have approved, so the new
 /// version is served without a restart and clients hear `list_changed`.
 pub fn watch_pins(gw: Arc<Gateway>, state_dir: &Path) -> Result<()> {
-    let mut watch = crate::watch::FileWatch::new(state_dir, crate::catalog::admission::LOCK_FILE, "pins lockfile")?;
-    let shared = gw.admission.is_shared();
+    let shared = gw.admission.is_shared().then_some(crate::catalog::admission::SHARED_POLL);
+    let mut watch = crate::watch::FileWatch::new(state_dir, crate::catalog::admission::LOCK_FILE, "pins lockfile")?
+        .also_every(shared);
     tokio::spawn(async move {
-        let mut poll = tokio::time::interval(crate::catalog::admission::SHARED_POLL);
-        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            let go = if shared {
-                tokio::select! {
-                    changed = watch.changed() => changed,
-                    _ = poll.tick() => true,
-                }
-            } else {
-                watch.changed().await
-            };
-            if !go {
-                break;
-            }
+        while watch.changed().await {
             let reload = {
                 let gw = gw.clone();
                 move || gw.admission.reload()

@@ -281,22 +281,10 @@ impl Plugins {
     fn watch(self: Arc<Self>) -> Result<()> {
         let dir = axp_plugin_host::plugins_dir(&self.state_dir);
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let mut watch = crate::watch::FileWatch::new(&dir, axp_plugin_host::LOCK_FILE, "plugins lockfile")?;
+        let mut watch = crate::watch::FileWatch::new(&dir, axp_plugin_host::LOCK_FILE, "plugins lockfile")?
+            .also_every(self.shared.is_some().then_some(SHARED_POLL));
         tokio::spawn(async move {
-            let mut poll = tokio::time::interval(SHARED_POLL);
-            poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                let go = if self.shared.is_some() {
-                    tokio::select! {
-                        changed = watch.changed() => changed,
-                        _ = poll.tick() => true,
-                    }
-                } else {
-                    watch.changed().await
-                };
-                if !go {
-                    break;
-                }
+            while watch.changed().await {
                 self.sync().await;
             }
         });

@@ -135,7 +135,7 @@ impl std::fmt::Debug for LegacySseTransport {
 /// Only same-origin 307/308 redirects, like rmcp's Streamable HTTP client: a 301/302/303
 /// turns a POST into a bodyless GET, and a cross-origin hop would carry the configured headers
 /// to another host.
-fn redirect_policy() -> reqwest::redirect::Policy {
+pub(super) fn redirect_policy() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
         let keeps_body = matches!(
             attempt.status(),

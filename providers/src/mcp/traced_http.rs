@@ -15,35 +15,18 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::Sse;
 
-/// Redirects followed at most (rmcp's own bound).
-const MAX_REDIRECTS: usize = 10;
-
 /// rmcp's reqwest client, sending a request's trace context as headers too.
 #[derive(Clone, Debug)]
 pub(super) struct TracedHttp(reqwest::Client);
 
 impl TracedHttp {
     /// A client set up as rmcp's default one: no idle connections kept, and only same-origin
-    /// 307/308 redirects followed (a redirect elsewhere would carry the configured headers,
-    /// credentials among them, to another origin).
+    /// 307/308 redirects followed, by the policy the legacy SSE client uses (a redirect elsewhere
+    /// would carry the configured headers, credentials among them, to another origin).
     pub(super) fn new() -> Result<Self, String> {
-        let redirects = reqwest::redirect::Policy::custom(|attempt| {
-            let keeps_body = matches!(
-                attempt.status(),
-                reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
-            );
-            let same_origin = attempt.previous().first().is_some_and(|first| first.origin() == attempt.url().origin());
-            if !keeps_body || !same_origin {
-                attempt.stop()
-            } else if attempt.previous().len() > MAX_REDIRECTS {
-                attempt.error(format!("exceeded {MAX_REDIRECTS} redirects"))
-            } else {
-                attempt.follow()
-            }
-        });
         reqwest::Client::builder()
             .pool_max_idle_per_host(0)
-            .redirect(redirects)
+            .redirect(super::sse::redirect_policy())
             .build()
             .map(TracedHttp)
             .map_err(|e| format!("cannot build the HTTP client: {e}"))
