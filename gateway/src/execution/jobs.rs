@@ -611,9 +611,10 @@ impl Jobs {
             };
         // Asked past the end of a log that is complete: say where it really ends, rather than
         // echo a position the log never had.
-        let next_seq = match self.log_len(&job.id) {
-            Some(n) if done && events.is_empty() => next_seq.min(n),
-            _ => next_seq,
+        let next_seq = if done && events.is_empty() {
+            self.log_len(&job.id).map_or(next_seq, |n| next_seq.min(n))
+        } else {
+            next_seq
         };
         Ok(AttachBatch { events, next_seq, done })
     }
