@@ -105,6 +105,17 @@ pub const MAX_ID_LEN: usize = 128;
 
 /// Job ids name files, so they are restricted to `[A-Za-z0-9_.-]{1,128}` and may not start with
 /// a dot (no `..`, no hidden files, no path separators).
+/// `kinds` as the consecutive events of `job_id` from `seq` on, stamped with one time: what
+/// an append of several events writes, in either backend.
+pub(crate) fn numbered(job_id: &str, seq: u64, kinds: Vec<JobEventKind>) -> Vec<JobEvent> {
+    let ts_ms = now_ms();
+    kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| JobEvent { job_id: job_id.to_string(), seq: seq + i as u64, ts_ms, kind })
+        .collect()
+}
+
 pub(crate) fn validate_id(id: &str) -> Result<()> {
     let reason = if id.is_empty() {
         Some("it is empty")
@@ -422,17 +433,7 @@ impl JobLog {
         let w = &mut *guard;
         let mut kinds = kinds;
         if kinds.len() > 1 && matches!(w.place, Place::Row { .. }) {
-            let ts_ms = now_ms();
-            let events: Vec<JobEvent> = kinds
-                .into_iter()
-                .enumerate()
-                .map(|(i, kind)| JobEvent {
-                    job_id: self.inner.job_id.clone(),
-                    seq: w.next_seq + i as u64,
-                    ts_ms,
-                    kind,
-                })
-                .collect();
+            let events = numbered(&self.inner.job_id, w.next_seq, kinds);
             match self.append_row_batch(w, &events) {
                 // Written: only an exit's fsync (under `ExitSync::Inline`) can still fail, and
                 // then the events are appended all the same (see `append`).

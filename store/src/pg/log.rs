@@ -40,7 +40,7 @@ use axp_protocol::methods::{JobEvent, JobEventKind};
 
 use super::Shared;
 use super::pool::Conn;
-use crate::log::{MAX_EVENT_BYTES, READ_BUDGET_BYTES, READ_MAX_EVENTS, SMALL_LOG_BYTES, SMALL_LOG_EVENTS};
+use crate::log::{MAX_EVENT_BYTES, READ_BUDGET_BYTES, READ_MAX_EVENTS, SMALL_LOG_BYTES, SMALL_LOG_EVENTS, numbered};
 use crate::{ExitSync, Result, StoreError, lock, now_ms, to_sql_int};
 
 /// The tail is sealed into a chunk once it holds this many events ...
@@ -276,17 +276,7 @@ impl PgLog {
         if kinds.len() > 1
             && let Place::Row { bytes } = w.place
         {
-            let ts_ms = now_ms();
-            let events: Vec<JobEvent> = kinds
-                .into_iter()
-                .enumerate()
-                .map(|(i, kind)| JobEvent {
-                    job_id: self.inner.job_id.clone(),
-                    seq: w.next_seq + i as u64,
-                    ts_ms,
-                    kind,
-                })
-                .collect();
+            let events = numbered(&self.inner.job_id, w.next_seq, kinds);
             let exit_before_last =
                 events[..events.len() - 1].iter().any(|e| matches!(e.kind, JobEventKind::Exit { .. }));
             let lines: Result<Vec<String>> = events.iter().map(encode).collect();
