@@ -241,24 +241,32 @@ async fn list_changed_is_forwarded_and_the_index_refreshes() {
         .unwrap();
     let mut body = stream.bytes_stream();
     c.ok("tools/call", json!({"name": "wrong__greet", "arguments": {}})).await;
-    let got = tokio::time::timeout(Duration::from_secs(15), async {
-        let mut seen = String::new();
-        while let Some(chunk) = body.next().await {
-            seen.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
-            if seen.contains("notifications/tools/list_changed") {
-                return seen;
+    // The server's start-up also announces its tools with a `list_changed`, which may reach
+    // this stream after the call under load: each one heard is followed by a look at the
+    // catalog, until the one that follows the rug pull has refreshed it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut seen = String::new();
+    let after = loop {
+        let heard = tokio::time::timeout_at(deadline, async {
+            while let Some(chunk) = body.next().await {
+                seen.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+                if let Some(at) = seen.find("notifications/tools/list_changed") {
+                    seen.drain(..at + "notifications/tools/list_changed".len());
+                    return true;
+                }
             }
+            false
+        })
+        .await;
+        assert_eq!(heard, Ok(true), "no list_changed after the rug pull within 15 s (stream so far: {seen})");
+        let after = c.ok("axp.describe", json!({"name": "wrong__greet"})).await;
+        if after["lint"].to_string().contains("AXP037") {
+            break after;
         }
-        seen
-    })
-    .await
-    .expect("no list_changed within 15 s");
-    assert!(got.contains("notifications/tools/list_changed"));
+    };
     // The server rewrote its description after it was pinned (a rug pull): the registration
     // lint keeps serving the pinned version and says why.
-    let after = c.ok("axp.describe", json!({"name": "wrong__greet"})).await;
     assert_eq!(after["description"].as_str().unwrap(), before, "the rug pull is held back");
-    assert!(after["lint"].to_string().contains("AXP037"), "{after}");
     // Poisoned tools never reach the index at all.
     let idx = c.ok("axp.index", json!({"provider": "wrong"})).await;
     let names: Vec<&str> = idx["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
