@@ -4,6 +4,7 @@
 #
 #   scripts/pg-cluster.sh start   # idempotent; prints the URL when the cluster is up
 #   scripts/pg-cluster.sh url     # prints postgres://axp:PASSWORD@127.0.0.1:PORT/axp
+#   scripts/pg-cluster.sh ca      # prints the path of the CA certificate that signed the server's
 #   scripts/pg-cluster.sh stop    # stops the cluster and removes its directory; idempotent
 #   scripts/pg-cluster.sh halt    # stops the server and keeps the cluster (`start` resumes it)
 #
@@ -16,7 +17,10 @@
 #
 # The server listens on 127.0.0.1 only; TCP logins need the password of the `axp` role
 # (SCRAM), which is random per cluster and kept in $AXP_PG_DIR/password (0600). The Unix socket
-# sits in a directory only the OS user can enter, with peer authentication.
+# sits in a directory only the OS user can enter, with peer authentication. The server accepts
+# TLS too (and plain TCP): its certificate, for 127.0.0.1 and localhost, is signed by a CA made
+# for this cluster ($AXP_PG_DIR/tls/ca.pem), so the store's `sslmode=verify-full` is tested
+# against a real handshake.
 set -euo pipefail
 
 DIR="${AXP_PG_DIR:-/tmp/axp-pg-cluster}"
@@ -81,6 +85,26 @@ psql_admin() { # runs SQL as the cluster's superuser over the private socket
   as_user "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$DIR/sock" -p "$(cat "$DIR/port")" -d postgres "$@"
 }
 
+# A CA of this cluster's own and a server certificate it signs, for 127.0.0.1 and localhost.
+make_tls() {
+  command -v openssl >/dev/null || die "openssl is needed to make the cluster's TLS certificate (Debian: apt-get install openssl)"
+  local t="$DIR/tls"
+  install -d -m 0700 -o "$OS_USER" "$t"
+  {
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+      -subj "/CN=axp test cluster CA" -keyout "$t/ca.key" -out "$t/ca.pem"
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+      -subj "/CN=localhost" -keyout "$t/server.key" -out "$t/server.csr"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n' >"$t/server.ext"
+    openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -CAcreateserial -days 30 \
+      -extfile "$t/server.ext" -out "$t/server.pem"
+  } >"$DIR/tls.log" 2>&1 || die "making the TLS certificate failed; see $DIR/tls.log"
+  rm -f "$t/ca.key" "$t/server.csr" "$t/server.ext"
+  chown "$OS_USER" "$t"/*
+  chmod 0600 "$t/server.key"
+  chmod 0644 "$t/ca.pem" "$t/server.pem"
+}
+
 start() {
   BIN=$(find_bindir)
   if [ -z "$BIN" ]; then
@@ -100,6 +124,7 @@ start() {
     as_user "$BIN/initdb" -D "$DIR/data" -U "$OS_USER" --auth-local=peer --auth-host=scram-sha-256 \
       -E UTF8 --locale=C.UTF-8 >"$DIR/initdb.log" 2>&1 \
       || die "initdb failed; see $DIR/initdb.log"
+    make_tls
     cat >>"$DIR/data/postgresql.conf" <<EOF
 
 # scripts/pg-cluster.sh
@@ -109,6 +134,9 @@ unix_socket_directories = '$DIR/sock'
 max_connections = 200
 shared_buffers = 64MB
 password_encryption = 'scram-sha-256'
+ssl = on
+ssl_cert_file = '$DIR/tls/server.pem'
+ssl_key_file = '$DIR/tls/server.key'
 EOF
   fi
   if ! running; then
@@ -157,5 +185,6 @@ case "${1:-}" in
   stop) stop ;;
   halt) halt ;;
   url) BIN=$(find_bindir); running || die "the cluster in $DIR is not running; run scripts/pg-cluster.sh start"; url ;;
-  *) echo "usage: $0 start|stop|halt|url" >&2; exit 2 ;;
+  ca) [ -f "$DIR/tls/ca.pem" ] || die "no cluster CA in $DIR/tls; run scripts/pg-cluster.sh stop, then start"; echo "$DIR/tls/ca.pem" ;;
+  *) echo "usage: $0 start|stop|halt|url|ca" >&2; exit 2 ;;
 esac

@@ -17,6 +17,8 @@ PATH="$PWD/.venv/bin:$PATH" scripts/audit-deps.sh
 # Debian's packages if missing, run by an unprivileged user; stopped on exit).
 AXP_TEST_PG_URL="$(scripts/pg-cluster.sh start)"
 export AXP_TEST_PG_URL
+AXP_TEST_PG_CA="$(scripts/pg-cluster.sh ca)"
+export AXP_TEST_PG_CA
 trap 'scripts/pg-cluster.sh stop' EXIT
 cargo test --workspace --no-fail-fast -- --test-threads="${AXP_TEST_THREADS:-4}"
 # The official MCP conformance suite through `axp serve`, with the fixture server direct as the

@@ -171,7 +171,9 @@ pub enum StoreError {
 /// What a driver error says, with the server's own message: the driver's `Display` of an error
 /// the server sent is only "db error".
 fn pg_detail(e: &postgres::Error) -> String {
-    let Some(db) = e.as_db_error() else { return e.to_string() };
+    let Some(db) = e.as_db_error() else {
+        return crate::pg::certificate_refused(e).unwrap_or_else(|| e.to_string());
+    };
     let mut text = format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
     if let Some(detail) = db.detail() {
         text.push_str(&format!("; {detail}"));

@@ -13,6 +13,9 @@ mod log;
 mod pool;
 mod replicas;
 mod shared;
+mod tls;
+
+pub(crate) use self::tls::certificate_refused;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,6 +24,7 @@ use std::time::Duration;
 
 use axp_protocol::methods::{JobEvent, JobEventKind, JobState};
 use postgres::Row;
+use postgres::config::SslMode;
 use serde_json::Value;
 
 pub(crate) use self::log::{PgLog, PgReader};
@@ -144,13 +148,12 @@ fn parse_url(url: &str) -> Result<Target> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(StoreError::BadUrl { reason: "it must start with postgres:// or postgresql://".into() });
     }
+    let plan = tls::plan(url)?;
     let mut config: postgres::Config =
-        url.parse().map_err(|e: postgres::Error| StoreError::BadUrl { reason: e.to_string() })?;
-    if config.get_ssl_mode() == postgres::config::SslMode::Require {
-        return Err(StoreError::BadUrl {
-            reason: "sslmode=require is not supported yet: this build connects without TLS (use a private network or a local socket)".into(),
-        });
-    }
+        plan.url.parse().map_err(|e: postgres::Error| StoreError::BadUrl { reason: e.to_string() })?;
+    // Said outright either way: the driver's default, `prefer`, would fall back to plain text
+    // when a server does not offer TLS.
+    config.ssl_mode(if plan.tls.is_some() { SslMode::Require } else { SslMode::Disable });
     if config.get_user().is_none() {
         return Err(StoreError::BadUrl { reason: "it names no user".into() });
     }
@@ -173,7 +176,7 @@ fn parse_url(url: &str) -> Result<Target> {
     let user = config.get_user().unwrap_or_default();
     let db = config.get_dbname().unwrap_or(user);
     let name = format!("{user}@{host}:{port}/{db}");
-    Ok(Target { config, name })
+    Ok(Target { config, tls: plan.tls, name })
 }
 
 /// This replica's id, made once and kept in the state directory.

@@ -28,6 +28,8 @@ use crate::{Result, StoreError, lock};
 /// errors (never with the password).
 pub(crate) struct Target {
     pub(crate) config: postgres::Config,
+    /// The TLS connector when the URL asks for TLS.
+    pub(crate) tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     /// `user@host:port/dbname`, for messages.
     pub(crate) name: String,
 }
@@ -36,6 +38,15 @@ impl Target {
     /// Wraps a driver error with the server it came from.
     pub(crate) fn err(&self, source: postgres::Error) -> StoreError {
         StoreError::Postgres { target: self.name.clone(), source }
+    }
+
+    /// A new connection, over TLS when the URL asked for it.
+    pub(crate) fn connect(&self) -> Result<Client> {
+        let connected = match &self.tls {
+            Some(tls) => self.config.connect(tls.clone()),
+            None => self.config.connect(NoTls),
+        };
+        connected.map_err(|e| self.err(e))
     }
 }
 
@@ -55,7 +66,7 @@ impl Conn {
             self.statements.clear();
         }
         if self.client.is_none() {
-            let mut client = self.target.config.connect(NoTls).map_err(|e| self.target.err(e))?;
+            let mut client = self.target.connect()?;
             // Commits do not wait for the WAL flush: an acknowledged write survives a crash of
             // the gateway at once (it is in the server), and a crash of the server after the
             // WAL writer's next flush (within 3 × wal_writer_delay, 600 ms by default). This is

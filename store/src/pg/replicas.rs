@@ -225,11 +225,10 @@ impl Postgres {
     /// reconnects on its own (every second while the server is away), saying so with
     /// [`Message::Connected`].
     pub(crate) fn listen(&self, on_message: Box<dyn FnMut(Message) + Send>) -> Result<Listener> {
-        let config = self.pool().target().config.clone();
         let target = self.pool().target().clone();
         let mine = channel(&self.replica);
         let connect = move || -> Result<postgres::Client> {
-            let mut client = config.connect(postgres::NoTls).map_err(|e| target.err(e))?;
+            let mut client = target.connect()?;
             // Quoted: a channel is an identifier, and ours are lower-case already.
             client.batch_execute(&format!("LISTEN \"{mine}\"; LISTEN \"{BROADCAST}\"")).map_err(|e| target.err(e))?;
             Ok(client)
