@@ -1,7 +1,8 @@
 //! Job records: what was asked, by which session, under which idempotency key, and how it
 //! ended. The events a job produced live in its log (`log.rs`), not here. This file does not
 //! run, cancel or schedule jobs; it records the gateway's decisions and repairs the record of
-//! jobs a crashed gateway left behind ([`Store::mark_running_lost`]).
+//! jobs a crashed gateway left behind ([`Store::mark_running_lost`]), and forgets jobs that
+//! ended long ago ([`Store::delete_ended`]).
 
 use axp_protocol::methods::{JobEventKind, JobState};
 use rusqlite::{OptionalExtension, Row, params};
@@ -9,6 +10,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{Embedded, JobLog, Result, StoreError, from_sql_int, to_sql_int};
+
+/// What one [`crate::Store::delete_ended`] pass removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Deleted {
+    /// Jobs, each with its whole log.
+    pub jobs: usize,
+    /// Sessions that had expired before the cutoff and had no job left.
+    pub sessions: usize,
+}
+
+/// How many job rows one look at the table reads under the connection's lock.
+const SCAN_CHUNK: i64 = 256;
 
 /// One job as the gateway started it, and its outcome once known.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -299,5 +312,66 @@ impl Embedded {
             lost += 1;
         }
         Ok(lost)
+    }
+}
+
+impl Embedded {
+    /// Deletes at most `max` jobs that ended before `ended_before_ms`, oldest first, with their
+    /// logs (row and files), then the sessions that expired before it and have no job left.
+    ///
+    /// The table is read in rowid order, a chunk at a time, so the one connection is never held
+    /// for a scan of the whole table (an index on `ended_ms` would make every job's end, on the
+    /// hot path of a tool call, write one more index). Rows go first, in one transaction, then
+    /// files: a crash in between leaves files that belong to no job, never a job whose log is
+    /// gone.
+    pub(crate) fn delete_ended(&self, ended_before_ms: u64, max: usize) -> Result<Deleted> {
+        let cutoff = to_sql_int(ended_before_ms);
+        let mut ids: Vec<String> = Vec::new();
+        let mut after = 0i64;
+        'scan: while ids.len() < max {
+            let chunk: Vec<(i64, String, String, Option<i64>)> = {
+                let db = self.db();
+                let mut stmt = db.prepare_cached(
+                    "SELECT rowid, id, state, ended_ms FROM jobs WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+                )?;
+                stmt.query_map(params![after, SCAN_CHUNK], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                    .collect::<rusqlite::Result<_>>()?
+            };
+            if chunk.is_empty() {
+                break;
+            }
+            for (rowid, id, state, ended) in chunk {
+                after = rowid;
+                let live = state == JobState::Running.as_str() || state == JobState::AwaitingApproval.as_str();
+                if !live && ended.is_some_and(|e| e < cutoff) {
+                    ids.push(id);
+                    if ids.len() >= max {
+                        break 'scan;
+                    }
+                }
+            }
+        }
+        if !ids.is_empty() {
+            let mut db = self.db();
+            let tx = db.transaction()?;
+            {
+                let mut stmt = tx.prepare_cached("DELETE FROM jobs WHERE id = ?1")?;
+                for id in &ids {
+                    stmt.execute([id])?;
+                }
+            }
+            tx.commit()?;
+        }
+        for id in &ids {
+            crate::log::remove_files(self.jobs_dir(), id)?;
+        }
+        let sessions = self
+            .db()
+            .prepare_cached(
+                "DELETE FROM sessions WHERE expires_ms < ?1 \
+                 AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.session_id = sessions.id)",
+            )?
+            .execute([cutoff])?;
+        Ok(Deleted { jobs: ids.len(), sessions })
     }
 }

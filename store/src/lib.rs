@@ -65,7 +65,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub use error::StoreError;
-pub use jobs::{Created, JobRecord, Started};
+pub use jobs::{Created, Deleted, JobRecord, Started};
 pub use log::EventLines;
 pub use pg::MAX_MESSAGE_BYTES;
 pub use seam::{JobLog, Listener, LogReader, Message, Reaped, Revocations, SharedChange, SharedFile, Store, StoreKind};
@@ -326,6 +326,10 @@ impl Embedded {
 
     pub(crate) fn db_path(&self) -> &Path {
         &self.inner.db_path
+    }
+
+    pub(crate) fn jobs_dir(&self) -> &Path {
+        &self.inner.jobs_dir
     }
 
     /// Opens the log of job `job_id` for appending, creating it if it does not exist and

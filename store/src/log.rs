@@ -151,6 +151,19 @@ pub(crate) fn data_path(jobs_dir: &Path, id: &str) -> Result<PathBuf> {
     Ok(LogPaths::new(jobs_dir, id)?.data)
 }
 
+/// Removes the files of job `id`'s log, those that exist (a log in its row has none).
+pub(crate) fn remove_files(jobs_dir: &Path, id: &str) -> Result<()> {
+    let paths = LogPaths::new(jobs_dir, id)?;
+    for path in [&paths.data, &paths.index, &paths.index_tmp] {
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io(path, e)),
+        }
+    }
+    Ok(())
+}
+
 /// Where the files of job `id`'s log live.
 #[derive(Debug, Clone)]
 struct LogPaths {

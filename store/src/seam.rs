@@ -252,6 +252,17 @@ impl Store {
         }
     }
 
+    /// Deletes at most `max` jobs that ended before `ended_before_ms` (never a running job or
+    /// one awaiting approval), each with its whole log, oldest first; then the sessions that
+    /// expired before `ended_before_ms` and have no job left. Call it again while it deletes
+    /// `max` jobs. Call it from a blocking context.
+    pub fn delete_ended(&self, ended_before_ms: u64, max: usize) -> Result<crate::Deleted> {
+        match &self.backend {
+            Backend::Embedded(e) => e.delete_ended(ended_before_ms, max),
+            Backend::Postgres(p) => p.db.delete_ended(ended_before_ms, max),
+        }
+    }
+
     /// Opens the log of job `job_id` for appending. Every call for the same job while a
     /// previous [`JobLog`] is still alive returns the same writer. The embedded store creates
     /// a log for a job it has no record of (in files) and repairs a torn tail; the PostgreSQL

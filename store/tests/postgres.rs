@@ -469,6 +469,23 @@ fn a_bad_url_or_a_wrong_password_is_a_clear_error_naming_no_password() {
     assert!(t.elapsed().as_secs() < 10);
 }
 
+#[path = "suite/retention_scenario.rs"]
+mod retention_scenario;
+
+/// Jobs that ended before the cutoff go with their logs (the big one's chunks too), and
+/// nothing else does; the same scenario as the embedded store's.
+#[test]
+fn jobs_that_ended_before_the_cutoff_go_with_their_logs_and_nothing_else_does() {
+    let Some(mut db) = Db::new() else { return };
+    let store = db.replica("a");
+    let rows = "SELECT (SELECT count(*) FROM $S.job_log_chunks WHERE job_id = 'j_retention_big') \
+                + (SELECT count(*) FROM $S.job_log_tail WHERE job_id = 'j_retention_big')";
+    let mut before = 0;
+    retention_scenario::run(&store, || before = db.count(rows));
+    assert!(before > 0, "the big log outgrew its row");
+    assert_eq!(db.count(rows), 0, "the deleted log's rows are left");
+}
+
 /// The CA that signed the test cluster's certificate (`scripts/pg-cluster.sh ca`); `None` (after
 /// saying so) when it is not named outside CI.
 fn pg_ca() -> Option<std::path::PathBuf> {

@@ -514,6 +514,7 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
             .transpose()
             .map_err(|e| anyhow::anyhow!("[store] url: {e}"))?,
     };
+    let keep_ended = settings.store.keep_ended_jobs().map_err(|e| anyhow::anyhow!("invalid `[store]` setting: {e}"))?;
     let lease = Duration::from_secs_f64(args.store_lease);
     let store = {
         let dir = state_dir.clone();
@@ -583,6 +584,9 @@ pub async fn prepare(args: &ServeArgs) -> Result<Prepared> {
         jobs = jobs.join_replicas(replicas).context("cannot listen for the other replicas' messages")?;
     }
     let parked = jobs.adopt_parked().map_err(|e| anyhow::anyhow!("{}", e.reason()))?;
+    if let Some(keep) = keep_ended {
+        crate::execution::retention::spawn(store.clone(), keep);
+    }
     if parked > 0 {
         tracing::warn!(parked, "jobs are awaiting operator approval (`axp approve JOB` / `axp deny JOB`)");
     }

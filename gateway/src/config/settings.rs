@@ -94,6 +94,26 @@ pub struct StoreSettings {
     /// A PostgreSQL URL (`postgres://user:${PGPASSWORD}@host/db`); `${VAR}` is expanded at
     /// start. Absent: the embedded store in the state dir. `axp serve --store` overrides it.
     pub url: Option<String>,
+    /// Jobs that ended more than this many days ago are deleted with their logs, and so are
+    /// sessions that expired as long ago and have no job left (checked at start and every
+    /// hour). Absent: everything is kept.
+    pub keep_ended_jobs_days: Option<u64>,
+}
+
+/// The longest `keep_ended_jobs_days` (100 years): beyond it the cutoff would underflow.
+const MAX_KEEP_DAYS: u64 = 36_500;
+
+impl StoreSettings {
+    /// How long ended jobs are kept; `None` for ever.
+    pub fn keep_ended_jobs(&self) -> Result<Option<std::time::Duration>, String> {
+        match self.keep_ended_jobs_days {
+            None => Ok(None),
+            Some(days @ 1..=MAX_KEEP_DAYS) => Ok(Some(std::time::Duration::from_secs(days * 86_400))),
+            Some(days) => Err(format!(
+                "`store.keep_ended_jobs_days` must be between 1 and {MAX_KEEP_DAYS}, not {days} (leave it out to keep every job)"
+            )),
+        }
+    }
 }
 
 /// `[audit]`: when a record counts as written (see `axp_audit::Durability`).

@@ -356,3 +356,87 @@ async fn a_gateway_on_postgres_keeps_sessions_and_jobs_across_a_kill() {
     assert!(err.contains("cannot open the PostgreSQL store"), "{err}");
     assert!(!err.contains("not-the-password-x7"), "the password was printed: {err}");
 }
+
+/// `[store] keep_ended_jobs_days`: a job that ended longer ago than that is deleted with its log
+/// when the gateway starts (and every hour after), while a recent one, and a running one, are
+/// kept; an out-of-range value is refused at start with the range.
+#[tokio::test]
+async fn jobs_past_the_retention_are_deleted_and_recent_and_running_ones_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let config = tmp.path().join("axp.toml");
+    std::fs::write(&config, "[store]\nkeep_ended_jobs_days = 30\n").unwrap();
+    let start = || gateway().state(&state).workspace(&ws).arg("--config").arg(config.display().to_string()).start();
+
+    let mut gw = start();
+    let mut s = Rpc::open(&gw.url, json!({})).await;
+    let recent =
+        s.ok("job.start", json!({"command": ["sh", "-c", "echo kept"]})).await["job_id"].as_str().unwrap().to_string();
+    assert_eq!(stdout_of(&s.events(&recent, 0).await), "kept\n");
+    let running = s.ok("job.start", json!({"command": ["sleep", "600"]})).await["job_id"].as_str().unwrap().to_string();
+    gw.child.kill().unwrap();
+    gw.child.wait().unwrap();
+    drop(gw);
+
+    // A job of the same session that ran 41 days ago and ended 40 days ago, as a gateway of
+    // back then recorded it (the store is what every gateway reads).
+    let day = 86_400_000;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let old = "j_0000000000000000000000000000old1".to_string();
+    {
+        let store = axp_store::Store::open(&state).unwrap();
+        let mut record = store.get_job(&recent).unwrap().unwrap();
+        record.id.clone_from(&old);
+        record.created_ms = now - 41 * day;
+        record.state = axp_protocol::methods::JobState::Running;
+        record.ended_ms = None;
+        store.create_job(&record).unwrap();
+        let log = store.log(&old).unwrap();
+        log.append(axp_protocol::methods::JobEventKind::Stdout { data: "long ago\n".into() }).unwrap();
+        let exit = axp_protocol::methods::JobEventKind::Exit {
+            state: axp_protocol::methods::JobState::Exited,
+            code: Some(0),
+            signal: None,
+            error: None,
+        };
+        log.append(exit).unwrap();
+        store
+            .set_job_state(&old, axp_protocol::methods::JobState::Exited, Some(0), None, None, Some(now - 40 * day))
+            .unwrap();
+    }
+    let gw = start();
+    let mut s2 = Rpc::new(&gw.url);
+    s2.session = s.session.clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = s2.raw("job.status", json!({"job_id": old})).await;
+        if r.get("error").is_some() {
+            assert!(r["error"]["message"].to_string().contains(&old), "{r}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the old job is still there 20 s after start: {r}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (code, _) = s2.err("job.attach", json!({"job_id": old, "from_seq": 0})).await;
+    assert_eq!(code, -32005, "the old job's log went with it (not found)");
+    assert_eq!(stdout_of(&s2.events(&recent, 0).await), "kept\n", "the recent job is whole");
+    assert_eq!(s2.ok("job.status", json!({"job_id": running})).await["state"], "lost");
+    let log = gw.startup_log.iter().cloned().chain(gw.stderr.try_iter()).collect::<Vec<_>>().join("\n");
+    assert!(log.contains("deleted jobs that ended") && log.contains("jobs=1"), "{log}");
+    drop(gw);
+
+    std::fs::write(&config, "[store]\nkeep_ended_jobs_days = 0\n").unwrap();
+    let out = std::process::Command::new(axp())
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--workspace")
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("keep_ended_jobs_days` must be between 1 and 36500, not 0"), "{err}");
+}

@@ -391,6 +391,26 @@ impl Postgres {
         })
     }
 
+    /// See [`crate::Store::delete_ended`]. The logs go with their rows (`ON DELETE CASCADE`).
+    /// Any replica may run it, at the same time as others: each statement deletes what is
+    /// still there.
+    pub(crate) fn delete_ended(&self, ended_before_ms: u64, max: usize) -> Result<crate::Deleted> {
+        let (cutoff, max) = (to_sql_int(ended_before_ms), i64::try_from(max).unwrap_or(i64::MAX));
+        self.pool().run(move |c| {
+            let jobs = c.execute(
+                "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE ended_ms < $1 \
+                 AND state NOT IN ('running', 'awaiting_approval') ORDER BY ended_ms LIMIT $2)",
+                &[&cutoff, &max],
+            )?;
+            let sessions = c.execute(
+                "DELETE FROM sessions s WHERE expires_ms < $1 \
+                 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.session_id = s.id)",
+                &[&cutoff],
+            )?;
+            Ok(crate::Deleted { jobs: jobs as usize, sessions: sessions as usize })
+        })
+    }
+
     pub(crate) fn create_job(&self, j: &JobRecord) -> Result<Created> {
         crate::log::validate_id(&j.id)?;
         let spec = serde_json::to_string(&j.spec)?;

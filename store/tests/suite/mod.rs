@@ -6,6 +6,7 @@ mod jobs;
 mod large;
 mod log;
 mod recovery;
+mod retention;
 mod rows;
 mod sessions;
 mod small;
