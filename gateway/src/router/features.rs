@@ -93,6 +93,8 @@ pub struct ResourceListen {
     pub session: String,
     /// The URIs honoured, as the client wrote them.
     pub uris: Vec<String>,
+    /// When the session expires: its grants, and with them the updates, end then.
+    pub expires_ms: u64,
     upstream: Vec<(DynProvider, String)>,
 }
 
@@ -333,8 +335,13 @@ impl Gateway {
         uris: &[String],
     ) -> Result<ResourceListen, RpcError> {
         let s = self.session_or_default(p, ctx)?;
-        let mut listen =
-            ResourceListen { gw: Arc::downgrade(self), session: s.id.clone(), uris: Vec::new(), upstream: Vec::new() };
+        let mut listen = ResourceListen {
+            gw: Arc::downgrade(self),
+            session: s.id.clone(),
+            uris: Vec::new(),
+            expires_ms: s.expires_ms,
+            upstream: Vec::new(),
+        };
         for uri in uris {
             let Ok((m, upstream)) = self.route_uri(uri).await else { continue };
             let id = m.provider.id().clone();

@@ -11,8 +11,11 @@
 //! and its `notifications/resources/updated` arrive on the stream; a URI that cannot be
 //! subscribed (unknown, not granted, a server without subscriptions) is left out of the
 //! acknowledgement. The session is the one the request names, or an implicit one that lasts
-//! its ten minutes. Open streams are capped, so that clients cannot pile up broadcast
-//! subscribers without bound.
+//! its ten minutes. A stream with resource subscriptions ends, with its final result, when that
+//! session expires (its grants end then, and a stream that stayed open hearing nothing would
+//! look alive to a client that is told nothing more); the client listens again, under a live
+//! session. Open streams are capped, so that clients cannot pile up broadcast subscribers
+//! without bound.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -107,16 +110,22 @@ pub async fn serve(gw: Arc<Gateway>, listens: &Listens, req: Request, ctx: &Ctx)
         stamp(&id, Map::from_iter([("notifications".into(), Value::Object(honoured))])),
     );
     let first = Push { event_id: None, message: ack.to_value().into() };
-    if methods.is_empty() {
+    let last = {
         let info = json!({"name": "axp", "version": env!("CARGO_PKG_VERSION")});
         let done = Response::ok(
             req.id,
             json!({"resultType": "complete", "_meta": {META_SUBSCRIPTION_ID: id, META_SERVER_INFO: info}}),
         );
-        let last = Push { event_id: None, message: serde_json::to_value(done).unwrap_or_default().into() };
+        Push { event_id: None, message: serde_json::to_value(done).unwrap_or_default().into() }
+    };
+    if methods.is_empty() {
         drop(slot);
         return sse(tokio_stream::iter([first, last]));
     }
+    let ends = resources.as_ref().filter(|r| !r.uris.is_empty()).map(|r| {
+        let left = r.expires_ms.saturating_sub(axp_protocol::now_ms());
+        tokio::time::sleep(std::time::Duration::from_millis(left))
+    });
     let rx = gw.notify.subscribe();
     let changes = tokio_stream::wrappers::BroadcastStream::new(rx).filter_map(move |o| {
         let o = o.ok()?;
@@ -142,7 +151,12 @@ pub async fn serve(gw: Arc<Gateway>, listens: &Listens, req: Request, ctx: &Ctx)
         let _held = &slot;
         Some(Push { event_id: None, message: Notification::new(method, stamp(&id, params)).to_value().into() })
     });
-    sse(tokio_stream::iter([first]).chain(changes))
+    match ends {
+        None => sse(tokio_stream::iter([first]).chain(changes)),
+        Some(expiry) => sse(tokio_stream::iter([first])
+            .chain(futures::StreamExt::take_until(changes, expiry))
+            .chain(tokio_stream::iter([last]))),
+    }
 }
 
 #[cfg(test)]

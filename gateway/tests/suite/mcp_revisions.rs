@@ -291,6 +291,50 @@ async fn a_stateless_listener_hears_the_updates_of_the_resources_it_subscribed_t
     assert_eq!(bad.status(), 400);
 }
 
+/// A listen stream's resource updates are addressed to its session, so they end when the
+/// session expires: the stream then ends with its final result (the client listens again under
+/// a live session) rather than staying open and silent.
+#[tokio::test]
+async fn a_listen_stream_with_resource_subscriptions_ends_when_its_session_expires() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = gateway().fleet(&write_fleet(tmp.path(), json!({}))).start();
+    until_listed(&gw, "everything__toggle-subscriber-updates").await;
+    let c = Rpc::open(&gw.url, json!({"ttl_s": 3})).await;
+    let (sid, token) = c.session.clone().unwrap();
+    let uri = "demo://everything__resource/static/document/architecture.md";
+    let opened = std::time::Instant::now();
+    let body = reqwest::Client::new()
+        .post(format!("{}/mcp", gw.base))
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .json(&json!({"jsonrpc": "2.0", "id": 60, "method": "subscriptions/listen", "params": {
+            "notifications": {"resourceSubscriptions": [uri], "toolsListChanged": true},
+            "session_id": sid, "cap_token": token,
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    let (mut stream, mut buf) = (Box::pin(body), String::new());
+    let ack = super::mcp_fidelity::next_frame(&mut stream, &mut buf).await.unwrap();
+    assert_eq!(ack["params"]["notifications"]["resourceSubscriptions"], json!([uri]), "{ack}");
+    let last = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            let frame =
+                super::mcp_fidelity::next_frame(&mut stream, &mut buf).await.expect("the stream ended with no result");
+            if frame.get("result").is_some() {
+                return frame;
+            }
+        }
+    })
+    .await
+    .expect("the stream outlived its session by more than 12 s");
+    assert_eq!(last["id"], 60, "{last}");
+    assert_eq!(last["result"]["resultType"], "complete", "{last}");
+    assert!(opened.elapsed() >= Duration::from_secs(2), "it ended at the expiry, not before: {:?}", opened.elapsed());
+}
+
 /// server-everything over Streamable HTTP, bound to loopback, and its endpoint.
 async fn everything_http() -> (NodeServer, String) {
     let port = free_port();
