@@ -10,12 +10,13 @@ need() { command -v "$1" >/dev/null 2>&1; }
 
 # c++: libFuzzer, which the fuzzing smoke links, is C++ built from source by libfuzzer-sys.
 # xz: scripts/audit-deps.sh unpacks the vendored RustSec advisory database with it.
-if ! need node || ! need npm || ! need git || ! need curl || ! need setpriv || ! need c++ || ! need xz; then
+# openssl: scripts/pg-cluster.sh makes the test cluster's TLS certificate with it.
+if ! need node || ! need npm || ! need git || ! need curl || ! need setpriv || ! need c++ || ! need xz || ! need openssl; then
   if need apt-get; then
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends nodejs npm git curl util-linux ca-certificates g++ xz-utils >/dev/null
+    apt-get install -y -qq --no-install-recommends nodejs npm git curl util-linux ca-certificates g++ xz-utils openssl >/dev/null
   else
-    echo "install node, npm, git, curl, util-linux (setpriv), xz and a C++ compiler first" >&2
+    echo "install node, npm, git, curl, util-linux (setpriv), xz, openssl and a C++ compiler first" >&2
     exit 1
   fi
 fi
