@@ -420,12 +420,14 @@ pub async fn install_vetted(
         tools: tools.iter().map(|t| t.name.clone()).collect(),
         capabilities: manifest.capabilities.clone(),
     };
+    let hold = hold_lock(state_dir)?;
     let mut lock = read_lock(state_dir)?;
     let old: Vec<Installed> = lock.plugins.iter().filter(|p| p.id == entry.id && p.dir != entry.dir).cloned().collect();
     lock.plugins.retain(|p| p.id != entry.id);
     lock.plugins.push(entry.clone());
     lock.plugins.sort_by(|a, b| a.id.cmp(&b.id));
     write_lock(state_dir, &lock)?;
+    drop(hold);
     for o in old {
         let _ = std::fs::remove_dir_all(state_dir.join(&o.dir));
     }
@@ -442,6 +444,32 @@ pub fn plugins_dir(state_dir: &Path) -> PathBuf {
 
 fn lock_path(state_dir: &Path) -> PathBuf {
     plugins_dir(state_dir).join(LOCK_FILE)
+}
+
+/// The file whose exclusive `flock(2)` every read-modify-write of the lockfile holds: `axp
+/// provider add` and `remove` in any number of processes, and a replica writing its copy of a
+/// shared store's lockfile. Without it, a writer that read the lockfile before another wrote it
+/// dropped the other's entry when it wrote its own.
+const HOLD_FILE: &str = ".plugins.lock.hold";
+
+/// An exclusive hold on the plugin lockfile, released when dropped.
+#[derive(Debug)]
+pub struct LockHold(#[allow(dead_code, reason = "held for its lock, released on drop")] std::fs::File);
+
+/// Waits for, and takes, the exclusive hold on `state_dir`'s plugin lockfile. Hold it from
+/// reading the lockfile to writing it back, and no longer (other writers wait meanwhile).
+pub fn hold_lock(state_dir: &Path) -> Result<LockHold, InstallError> {
+    let dir = plugins_dir(state_dir);
+    std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    let path = dir.join(HOLD_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io(format!("cannot open {}", path.display())))?;
+    file.lock().map_err(io(format!("cannot lock {}", path.display())))?;
+    Ok(LockHold(file))
 }
 
 fn read_lock(state_dir: &Path) -> Result<LockFile, InstallError> {
@@ -491,12 +519,14 @@ pub fn inspect(state_dir: &Path, id: &str) -> Result<(Installed, Manifest), Inst
 
 /// Removes a plugin's files and lockfile entry.
 pub fn remove(state_dir: &Path, id: &str) -> Result<Installed, InstallError> {
+    let hold = hold_lock(state_dir)?;
     let mut lock = read_lock(state_dir)?;
     let Some(pos) = lock.plugins.iter().position(|p| p.id == id) else {
         return Err(InstallError::NotInstalled(id.to_string()));
     };
     let entry = lock.plugins.remove(pos);
     write_lock(state_dir, &lock)?;
+    drop(hold);
     let dir = state_dir.join("plugins").join(&entry.id);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(io(format!("cannot remove {}", dir.display())))?;

@@ -11,8 +11,9 @@ mod output;
 pub mod wasm;
 
 pub use install::{
-    EgressRoute, HostContext, InstallError, InstallOptions, Installed, LOCK_FILE, VetTools, fs_grants, inspect,
-    install, install_vetted, list, load_installed, load_installed_with, load_one, plugins_dir, remove, sha256_hex,
+    EgressRoute, HostContext, InstallError, InstallOptions, Installed, LOCK_FILE, LockHold, VetTools, fs_grants,
+    hold_lock, inspect, install, install_vetted, list, load_installed, load_installed_with, load_one, plugins_dir,
+    remove, sha256_hex,
 };
 pub use manifest::{ABI_VERSION, Capabilities, MANIFEST_FILE, Manifest, ManifestError, PluginKind};
 pub use native::{

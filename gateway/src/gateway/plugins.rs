@@ -299,6 +299,9 @@ impl Plugins {
 /// since the last sync (one query, one small read).
 fn sync_shared(sh: &SharedPlugins, state_dir: &Path) -> anyhow::Result<bool> {
     let local_path = axp_plugin_host::plugins_dir(state_dir).join(axp_plugin_host::LOCK_FILE);
+    // From reading the local lockfile to writing the database's over it: an `axp provider add`
+    // that wrote in between would otherwise be overwritten, unseen.
+    let _hold = axp_plugin_host::hold_lock(state_dir)?;
     let local = axp_plugin_host::list(state_dir)?;
     let version = sh.store.shared_versions(SHARED_LOCK)?.iter().find(|(n, _)| n == SHARED_LOCK).map_or(0, |(_, v)| *v);
     let mut mirrored = sh.mirrored.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

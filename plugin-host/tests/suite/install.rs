@@ -174,3 +174,37 @@ fn fs_grants_resolve_inside_the_workspace_and_links_out_are_refused() {
     m.capabilities.fs = vec!["data".into()];
     assert!(fs_grants(&m, None).unwrap_err().to_string().contains("need a workspace"));
 }
+
+/// Every read-modify-write of the lockfile holds one exclusive lock, so two writers in two
+/// processes (two `axp provider add`, or an add and a replica writing its copy of the shared
+/// lockfile) never drop each other's entry: a writer waits while another holds it, then reads
+/// what the other wrote. Here two installs run at once, each from its own thread and runtime,
+/// and a removal waits for a hold taken by "another process" (a second open of the file).
+#[test]
+fn lockfile_writers_wait_for_each_other_and_lose_no_entry() {
+    let state = tempfile::tempdir().unwrap();
+    let install = |name: &'static str| {
+        let path = state.path().to_path_buf();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(axp_plugin_host::install(&dist(name), &InstallOptions::default(), &path, &ctx(), &quiet))
+                .map(|(entry, _)| entry.id)
+        })
+    };
+    let (a, b) = (install("hello"), install("hostile"));
+    assert_eq!(a.join().unwrap().unwrap(), "hello");
+    assert_eq!(b.join().unwrap().unwrap(), "hostile");
+    let ids: Vec<String> = axp_plugin_host::list(state.path()).unwrap().into_iter().map(|p| p.id).collect();
+    assert_eq!(ids, ["hello", "hostile"], "both installs are in the lockfile");
+
+    let hold = axp_plugin_host::hold_lock(state.path()).unwrap();
+    let path = state.path().to_path_buf();
+    let removal = std::thread::spawn(move || axp_plugin_host::remove(&path, "hello").map(|e| e.id));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!removal.is_finished(), "the removal waits while another writer holds the lockfile");
+    assert_eq!(axp_plugin_host::list(state.path()).unwrap().len(), 2);
+    drop(hold);
+    assert_eq!(removal.join().unwrap().unwrap(), "hello");
+    let ids: Vec<String> = axp_plugin_host::list(state.path()).unwrap().into_iter().map(|p| p.id).collect();
+    assert_eq!(ids, ["hostile"]);
+}
