@@ -854,11 +854,23 @@ impl WasmPlugin {
             reason: "the WASM runtime is shutting down".into(),
         })?;
         let mut store = self.store();
-        let result = async {
+        // The epoch deadline stops wasm code that runs past the call's time; a plugin waiting in
+        // a host call (an HTTP response that never comes) runs no wasm code, so the same
+        // deadline is also kept around the whole call, and dropping the call there drops its
+        // requests with it.
+        let limit = self.runtime.inner.limits.call_timeout;
+        let result = tokio::time::timeout(limit, async {
             let inst = self.pre.instantiate_async(&mut store).await?;
             inst.axp_provider_plugin().call_call(&mut store, name, args, meta).await
-        }
+        })
         .await;
+        let Ok(result) = result else {
+            return Ok(CallOutcome::Trap {
+                message: "the call's deadline passed".into(),
+                timed_out: true,
+                memory: false,
+            });
+        };
         Ok(match result {
             Ok(r) => CallOutcome::Ok(r),
             Err(e) => CallOutcome::Trap {

@@ -151,6 +151,43 @@ async fn http_is_allowed_only_to_granted_domains() {
     assert!(seen.try_recv().is_err(), "a denied request reached the server");
 }
 
+/// The call's deadline holds while the plugin waits in a host call: a server that accepts the
+/// request and never answers ends the call at `call_timeout` (500 ms here), not at the
+/// 600 s HTTP timeout, and the connection is dropped with it.
+#[tokio::test]
+async fn a_call_waiting_for_an_http_answer_that_never_comes_ends_at_its_deadline() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (closed_tx, mut closed) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let tx = closed_tx.clone();
+            tokio::spawn(async move {
+                use tokio::io::AsyncReadExt;
+                // Read the request, answer nothing, and report when the client hangs up.
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let _ = tx.send(());
+            });
+        }
+    });
+    let mut grants = WasmGrants { net: vec!["slow.example.test".into()], ..Default::default() };
+    grants.resolve_override.insert("slow.example.test".into(), format!("127.0.0.1:{port}").parse().unwrap());
+    let p = provider("hello", grants).await;
+    let started = std::time::Instant::now();
+    let err = call(&p, "fetch", json!({"url": format!("http://slow.example.test:{port}/never")})).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Timeout { .. }), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "the call ended after {:?}", started.elapsed());
+    tokio::time::timeout(Duration::from_secs(5), closed.recv())
+        .await
+        .expect("the plugin's connection is closed when its call ends")
+        .unwrap();
+}
+
 #[tokio::test]
 async fn cancellation_drops_the_instance() {
     let p = provider("hostile", WasmGrants::default()).await;
