@@ -559,11 +559,13 @@ pub(crate) fn content_set(s: &str) -> BTreeSet<String> {
 
 /// Token-set Jaccard similarity |A∩B| / |A∪B| (0 for two empty sets).
 pub(crate) fn jaccard(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
-    let union = a.union(b).count();
+    // One pass: the union's size follows from the intersection's.
+    let inter = a.intersection(b).count();
+    let union = a.len() + b.len() - inter;
     if union == 0 {
         return 0.0;
     }
-    a.intersection(b).count() as f64 / union as f64
+    inter as f64 / union as f64
 }
 
 /// What a hidden code point is.

@@ -25,36 +25,92 @@ pub(crate) struct Pat(pub(crate) &'static str);
 impl Pat {
     /// The first match as a word range `[start, end)`.
     pub(crate) fn find(&self, w: &[String]) -> Option<(usize, usize)> {
-        let toks: Vec<&str> = self.0.split(' ').collect();
+        let toks = compiled(self.0);
         (0..w.len()).find_map(|s| m(&toks, w, s).map(|e| (s, e)))
     }
 }
 
-fn word_is(alt: &str, w: &str) -> bool {
-    match alt.strip_suffix('*') {
-        Some(p) => w.starts_with(p),
-        None => alt == w,
+/// One token of a [`Pat`], parsed.
+enum Tok {
+    /// `~N`: skip up to N words.
+    Skip(usize),
+    /// `a|b*|c`, optional with `?`: each alternative and whether it is a prefix.
+    Any { alts: Vec<(&'static str, bool)>, optional: bool },
+}
+
+/// A pattern's tokens, parsed once per thread. The lint matches a few hundred patterns against
+/// every sentence of every tool; parsing the pattern strings at each word of each sentence cost
+/// more than the matching. Patterns are `'static` literals, so the text's address names one.
+fn compiled(pat: &'static str) -> std::rc::Rc<[Tok]> {
+    /// Parsed patterns by the address and length of their text, hashed by address alone (a
+    /// cryptographic hash per lookup showed up in profiles; addresses are not attacker input).
+    type Parsed = std::collections::HashMap<(usize, usize), std::rc::Rc<[Tok]>, AddressHash>;
+    thread_local! {
+        static PARSED: std::cell::RefCell<Parsed> = std::cell::RefCell::default();
+    }
+    PARSED.with(|cache| {
+        cache
+            .borrow_mut()
+            .entry((pat.as_ptr() as usize, pat.len()))
+            .or_insert_with(|| pat.split(' ').map(parse_tok).collect())
+            .clone()
+    })
+}
+
+/// Fibonacci hashing of the words written into it: enough to spread addresses over buckets.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl std::hash::Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (self.0 ^ n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
-fn m(toks: &[&str], w: &[String], i: usize) -> Option<usize> {
-    let Some((t, rest)) = toks.split_first() else {
-        return Some(i);
-    };
+type AddressHash = std::hash::BuildHasherDefault<AddressHasher>;
+
+fn parse_tok(t: &'static str) -> Tok {
     if let Some(n) = t.strip_prefix('~') {
-        let n: usize = n.parse().unwrap_or(0);
-        return (0..=n).filter(|k| i + k <= w.len()).find_map(|k| m(rest, w, i + k));
+        return Tok::Skip(n.parse().unwrap_or(0));
     }
     let (alts, optional) = match t.strip_suffix('?') {
         Some(a) => (a, true),
-        None => (*t, false),
+        None => (t, false),
     };
-    if w.get(i).is_some_and(|x| alts.split('|').any(|a| word_is(a, x)))
-        && let Some(e) = m(rest, w, i + 1)
-    {
-        return Some(e);
+    let alts = alts
+        .split('|')
+        .map(|a| match a.strip_suffix('*') {
+            Some(p) => (p, true),
+            None => (a, false),
+        })
+        .collect();
+    Tok::Any { alts, optional }
+}
+
+fn m(toks: &[Tok], w: &[String], i: usize) -> Option<usize> {
+    let Some((t, rest)) = toks.split_first() else {
+        return Some(i);
+    };
+    match t {
+        Tok::Skip(n) => (0..=*n).filter(|k| i + k <= w.len()).find_map(|k| m(rest, w, i + k)),
+        Tok::Any { alts, optional } => {
+            let here = w
+                .get(i)
+                .is_some_and(|x| alts.iter().any(|(a, prefix)| if *prefix { x.starts_with(a) } else { a == x }));
+            if here && let Some(e) = m(rest, w, i + 1) {
+                return Some(e);
+            }
+            if *optional { m(rest, w, i) } else { None }
+        }
     }
-    if optional { m(rest, w, i) } else { None }
 }
 
 /// The first pattern of `pats` that matches, with its range.
