@@ -24,25 +24,33 @@ run() {
     for f in "$dir"/p*.json; do [ -e "$f" ] && args+=(--mcp-config "$f"); done
     port=$((port + 1))
     rm -rf "$work/state"; mkdir -p "$work/ws"
-    local t0 t1 t2 pid total
+    local t0 t1 t2 pid
     t0=$(now)
     "$axp" serve --no-builtin --listen "127.0.0.1:$port" --state-dir "$work/state" --workspace "$work/ws" "${args[@]}" \
         >"$work/log" 2>&1 &
     pid=$!
     until curl -sf "127.0.0.1:$port/healthz" >/dev/null; do sleep 0.005; done
     t1=$(now)
-    sid=$(curl -s "127.0.0.1:$port/axp" -H 'Content-Type: application/json' \
-        -d '{"jsonrpc":"2.0","id":1,"method":"session.open","params":{}}' | python3 -c 'import json,sys; r=json.load(sys.stdin)["result"]; print(r["session_id"], r["cap_token"])')
-    read -r s tok <<<"$sid"
-    while :; do
-        total=$(curl -s "127.0.0.1:$port/axp" -H 'Content-Type: application/json' -H "Mcp-Session-Id: $s" -H "Axp-Capability: $tok" \
-            -d '{"jsonrpc":"2.0","id":2,"method":"axp.index","params":{"limit":1}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["total"])')
-        # Tools the registration lint refused are registered too (and listed in /healthz): the
-        # generated word salad trips a safety rule now and then, as a real catalog may.
-        refused=$(curl -s "127.0.0.1:$port/healthz" | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("refused", [])))')
-        [ $((total + refused)) -ge "$want" ] && break
-        sleep 0.01
-    done
+    # One poller process (a process per poll cost more than a poll's interval): the session's
+    # `axp.index` total, plus the tools the registration lint refused, which are registered too
+    # and listed in /healthz (the generated word salad trips a safety rule now and then, as a real
+    # catalog may).
+    python3 - "$port" "$want" <<'PY'
+import json, sys, time, urllib.request
+port, want = sys.argv[1], int(sys.argv[2])
+def post(body, headers={}):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/axp", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json", **headers})
+    return json.load(urllib.request.urlopen(req))["result"]
+s = post({"jsonrpc": "2.0", "id": 1, "method": "session.open", "params": {}})
+auth = {"Mcp-Session-Id": s["session_id"], "Axp-Capability": s["cap_token"]}
+while True:
+    total = post({"jsonrpc": "2.0", "id": 2, "method": "axp.index", "params": {"limit": 1}}, auth)["total"]
+    refused = len(json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz")).get("refused", []))
+    if total + refused >= want:
+        break
+    time.sleep(0.005)
+PY
     t2=$(now)
     kill "$pid"; wait "$pid" 2>/dev/null || true
     python3 -c "print(f'{$t1-$t0:.3f} {$t2-$t0:.3f}')"
