@@ -67,7 +67,7 @@ use rusqlite::Connection;
 pub use error::StoreError;
 pub use jobs::{Created, Deleted, JobRecord, Started};
 pub use log::EventLines;
-pub use pg::MAX_MESSAGE_BYTES;
+pub use pg::{MAX_MESSAGE_BYTES, Probe, probe as probe_postgres};
 pub use seam::{JobLog, Listener, LogReader, Message, Reaped, Revocations, SharedChange, SharedFile, Store, StoreKind};
 pub use sessions::SessionRecord;
 

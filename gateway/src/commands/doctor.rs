@@ -101,6 +101,7 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
     let workspace = workspace(&a, &settings, &mut report);
     let fleet = load_fleet(&a, &settings, &mut report);
     state_dir(&a, &settings, &mut report);
+    store(&settings, &mut report);
     servers(&fleet, &workspace, &mut report);
 
     let (ok, warn, fail) = (report.count(Status::Ok), report.count(Status::Warn), report.count(Status::Fail));
@@ -606,6 +607,65 @@ fn state_dir(a: &DoctorArgs, settings: &Settings, r: &mut Report) {
         );
     } else {
         r.ok("state", NAME, format!("{shown}: writable, not in use"));
+    }
+}
+
+/// `[store]`: the retention setting, and a PostgreSQL store reached as `axp serve` will reach it
+/// (its URL with `${VAR}` expanded, TLS as the URL asks), read without writing: whether the
+/// connection is encrypted and which schema version the database holds.
+fn store(settings: &Settings, r: &mut Report) {
+    match settings.store.keep_ended_jobs() {
+        Ok(None) => {}
+        Ok(Some(keep)) => {
+            r.ok("store", "retention", format!("jobs that ended over {} days ago are deleted", keep.as_secs() / 86_400))
+        }
+        Err(e) => {
+            r.fail("store", "retention", e, "set `[store] keep_ended_jobs_days` between 1 and 36500, or leave it out")
+        }
+    }
+    let Some(url) = settings.store.url.as_deref() else {
+        r.ok("store", "store", "embedded (SQLite in the state dir); `axp serve --store URL` would use PostgreSQL");
+        return;
+    };
+    let url = match axp_config::env::expand(url, &ProcessEnv) {
+        Ok(u) => u,
+        Err(e) => {
+            r.fail("store", "postgres", format!("[store] url: {e}"), "set the variable, or write the value in the URL");
+            return;
+        }
+    };
+    match axp_store::probe_postgres(&url) {
+        Ok(p) => {
+            let how = if p.tls { "over TLS, the server's certificate checked" } else { "without TLS" };
+            if p.found > p.supported {
+                r.fail(
+                    "store",
+                    "postgres",
+                    format!(
+                        "{}: reachable {how}; its schema is version {}, newer than this build's {}",
+                        p.target, p.found, p.supported
+                    ),
+                    "run the `axp` the other replicas run (a build never downgrades a schema)",
+                );
+            } else if p.found < p.supported {
+                r.ok(
+                    "store",
+                    "postgres",
+                    format!(
+                        "{}: reachable {how}; schema version {} of {} (`axp serve` migrates it at start)",
+                        p.target, p.found, p.supported
+                    ),
+                );
+            } else {
+                r.ok("store", "postgres", format!("{}: reachable {how}; schema version {}", p.target, p.found));
+            }
+        }
+        Err(e) => r.fail(
+            "store",
+            "postgres",
+            e.to_string(),
+            "`axp serve` refuses to start until the store answers: check the URL, the password and the server",
+        ),
     }
 }
 

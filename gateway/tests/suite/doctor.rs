@@ -224,3 +224,42 @@ fn completions_and_man_pages_come_from_the_command_tree() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no subcommand `nope`; one of: serve"));
 }
+
+/// `[store]`: a PostgreSQL store is looked at as `axp serve` would reach it, without writing:
+/// reachable over verified TLS with the cluster's CA (and its schema version said), refused
+/// with the fix when the certificate is not trusted; the retention setting is checked too.
+#[test]
+fn the_store_is_checked_over_tls_without_being_written() {
+    let Some(url) = super::jobs::pg_url() else { return };
+    let Ok(ca) = std::env::var("AXP_TEST_PG_CA") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "AXP_TEST_PG_CA is not set: export AXP_TEST_PG_CA=\"$(scripts/pg-cluster.sh ca)\""
+        );
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("axp.toml");
+    let sep = if url.contains('?') { '&' } else { '?' };
+    std::fs::write(
+        &config,
+        format!("[store]\nurl = \"{url}{sep}sslmode=verify-full&sslrootcert={ca}\"\nkeep_ended_jobs_days = 30\n"),
+    )
+    .unwrap();
+    let (_, report) = doctor(tmp.path(), &["--config", config.to_str().unwrap()]);
+    let pg = check(&report, "store", "postgres");
+    assert_eq!(pg["status"], "ok", "{pg:#}");
+    assert!(text(&pg["detail"]).contains("reachable over TLS, the server's certificate checked"), "{pg:#}");
+    assert!(text(&pg["detail"]).contains("schema version"), "{pg:#}");
+    assert!(!text(&pg["detail"]).contains(&url), "the detail never shows the URL (it holds the password): {pg:#}");
+    assert_eq!(check(&report, "store", "retention")["status"], "ok");
+
+    std::fs::write(&config, format!("[store]\nurl = \"{url}{sep}sslmode=verify-full\"\nkeep_ended_jobs_days = 0\n"))
+        .unwrap();
+    let (code, report) = doctor(tmp.path(), &["--config", config.to_str().unwrap()]);
+    assert_eq!(code, 1, "{report:#}");
+    let pg = check(&report, "store", "postgres");
+    assert_eq!(pg["status"], "fail", "{pg:#}");
+    assert!(text(&pg["detail"]).contains("sslrootcert=/path/to/ca.pem"), "{pg:#}");
+    assert_eq!(check(&report, "store", "retention")["status"], "fail");
+}

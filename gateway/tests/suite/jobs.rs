@@ -283,7 +283,7 @@ async fn jobs_run_below_the_gateways_cpu_priority_and_cannot_raise_it() {
 
 /// The PostgreSQL cluster `scripts/test.sh` starts (`AXP_TEST_PG_URL`); `None` (with a line
 /// saying so) outside CI when none is running. Under CI a missing cluster fails the test.
-fn pg_url() -> Option<String> {
+pub(super) fn pg_url() -> Option<String> {
     match std::env::var("AXP_TEST_PG_URL") {
         Ok(url) if !url.is_empty() => Some(url),
         _ if std::env::var_os("CI").is_some() => {

@@ -30,6 +30,7 @@ use serde_json::Value;
 pub(crate) use self::log::{PgLog, PgReader};
 use self::pool::{Conn, Pool, Target};
 pub use self::replicas::{Listener, MAX_MESSAGE_BYTES, Message, Reaped};
+
 pub use self::shared::{SharedChange, SharedFile};
 use crate::{
     Created, ExitSync, JobRecord, Result, SessionRecord, StoreError, StoreOptions, from_sql_int, lock, to_sql_int,
@@ -177,6 +178,48 @@ fn parse_url(url: &str) -> Result<Target> {
     let db = config.get_dbname().unwrap_or(user);
     let name = format!("{user}@{host}:{port}/{db}");
     Ok(Target { config, tls: plan.tls, name })
+}
+
+/// What [`probe`] found at a store URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// `user@host:port/dbname`.
+    pub target: String,
+    /// Whether the connection is encrypted (the server's `pg_stat_ssl`).
+    pub tls: bool,
+    /// The schema version the database holds (0: none yet).
+    pub found: i64,
+    /// The newest this build knows.
+    pub supported: i64,
+}
+
+/// Connects once to `url` and reads, without writing anything, whether the connection is
+/// encrypted and which schema version the database holds: `axp doctor`'s look at a store
+/// before `axp serve` migrates it. Runs on a thread of its own, since the driver's private
+/// runtime cannot start on a thread that runs one.
+pub fn probe(url: &str) -> Result<Probe> {
+    let target = parse_url(url)?;
+    let look = move || -> Result<Probe> {
+        let mut client = target.connect()?;
+        let err = |e| target.err(e);
+        let tls: bool = client
+            .query_opt("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+            .map_err(err)?
+            .is_some_and(|r| r.get(0));
+        let has_schema: bool =
+            client.query_one("SELECT to_regclass('axp_schema') IS NOT NULL", &[]).map_err(err)?.get(0);
+        let found = if has_schema {
+            let v: Option<i32> =
+                client.query_opt("SELECT version FROM axp_schema", &[]).map_err(err)?.map(|r| r.get(0));
+            i64::from(v.unwrap_or(0))
+        } else {
+            0
+        };
+        Ok(Probe { target: target.name.clone(), tls, found, supported: MIGRATIONS.len() as i64 })
+    };
+    std::thread::spawn(look).join().unwrap_or_else(|_| {
+        Err(StoreError::Unavailable { target: "the store".into(), reason: "the probe's thread panicked".into() })
+    })
 }
 
 /// This replica's id, made once and kept in the state directory.
