@@ -1,6 +1,6 @@
 //! Small shared helpers of the gateway: the clock (`axp_protocol::now_ms`), the conversion of an
 //! internal failure into an error that logs the detail and hides it from callers, random ids,
-//! and RFC 3339 times.
+//! RFC 3339 times, and the typed read-modify-write of a file replicas share.
 
 use axp_protocol::RpcError;
 
@@ -59,4 +59,45 @@ pub fn rfc3339(ms: u64) -> String {
         rem % 60,
         ms % 1000
     )
+}
+
+/// Changes the file replicas share as `name` (in a PostgreSQL store), read as a `T`: `parse`s
+/// what the database holds (nothing: `T::default()`), applies `change`, and writes `render` of
+/// the result unless it is unchanged, all under the row's lock. Returns the file as it is then,
+/// parsed, with its version (0: none recorded). `Ok(Err(reason))`: what the database holds does
+/// not parse, and nothing was written.
+pub fn update_shared_as<T: Clone + Default + PartialEq + Send + 'static>(
+    store: &axp_store::Store,
+    name: &str,
+    parse: fn(&[u8]) -> Result<T, String>,
+    render: fn(&T) -> Option<String>,
+    change: impl FnOnce(&mut T) + Send + 'static,
+) -> Result<Result<(T, u64), String>, axp_store::StoreError> {
+    let unreadable: std::sync::Arc<std::sync::Mutex<Option<String>>> = std::sync::Arc::default();
+    let seen = unreadable.clone();
+    let written = store.update_shared(
+        name,
+        Box::new(move |now| {
+            let mut value = match now.map(parse).transpose() {
+                Ok(v) => v.unwrap_or_default(),
+                Err(e) => {
+                    *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+                    return None;
+                }
+            };
+            let before = value.clone();
+            change(&mut value);
+            if value == before {
+                return None;
+            }
+            render(&value).map(String::into_bytes)
+        }),
+    )?;
+    if let Some(e) = unreadable.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+        return Ok(Err(e));
+    }
+    Ok(match written {
+        None => Ok((T::default(), 0)),
+        Some(f) => parse(&f.body).map(|v| (v, f.version)),
+    })
 }

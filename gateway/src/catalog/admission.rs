@@ -482,37 +482,11 @@ fn update_shared_pins(
     store: &Store,
     change: impl FnOnce(&mut Lockfile) + Send + 'static,
 ) -> anyhow::Result<(Lockfile, u64)> {
-    let unreadable: Arc<Mutex<Option<String>>> = Arc::default();
-    let seen = unreadable.clone();
-    let written = store.update_shared(
-        SHARED_PINS,
-        Box::new(move |now| {
-            let mut lock = match now.map(parse_pins).transpose() {
-                Ok(l) => l.unwrap_or_default(),
-                Err(e) => {
-                    *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
-                    return None;
-                }
-            };
-            let before = lock.clone();
-            change(&mut lock);
-            if lock == before {
-                return None;
-            }
-            lock.to_toml_string().ok().map(String::into_bytes)
-        }),
-    )?;
-    if let Some(e) = unreadable.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
-        anyhow::bail!(
+    crate::util::update_shared_as(store, SHARED_PINS, parse_pins, |l| l.to_toml_string().ok(), change)?.map_err(|e| {
+        anyhow::anyhow!(
             "the pins in the PostgreSQL store are unreadable ({e}); fix or delete the shared file `{SHARED_PINS}`"
-        );
-    }
-    match written {
-        None => Ok((Lockfile::default(), 0)),
-        Some(f) => {
-            Ok((parse_pins(&f.body).map_err(|e| anyhow::anyhow!("the pins in the PostgreSQL store: {e}"))?, f.version))
-        }
-    }
+        )
+    })
 }
 
 fn parse_pins(body: &[u8]) -> Result<Lockfile, String> {

@@ -337,19 +337,13 @@ fn sync_shared(sh: &SharedPlugins, state_dir: &Path) -> anyhow::Result<bool> {
         }
     } else {
         let (ups, gone) = (upserts.clone(), removed.clone());
-        let bad: Arc<Mutex<Option<String>>> = Arc::default();
-        let seen = bad.clone();
-        let written = sh.store.update_shared(
+        let parse = |body: &[u8]| parse_lock(body).map_err(|e| e.to_string());
+        crate::util::update_shared_as(
+            &sh.store,
             SHARED_LOCK,
-            Box::new(move |now| {
-                let mut list = match now.map(parse_lock).transpose() {
-                    Ok(l) => l.unwrap_or_default(),
-                    Err(e) => {
-                        *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e.to_string());
-                        return None;
-                    }
-                };
-                let before = list.clone();
+            parse,
+            |list| lock_text(list.clone()).ok(),
+            move |list: &mut Vec<Installed>| {
                 for e in ups {
                     match list.iter().position(|p| p.id == e.id) {
                         Some(_) if first => {}
@@ -359,19 +353,9 @@ fn sync_shared(sh: &SharedPlugins, state_dir: &Path) -> anyhow::Result<bool> {
                 }
                 list.retain(|p| !gone.iter().any(|g| g.id == p.id));
                 list.sort_by(|a, b| a.id.cmp(&b.id));
-                if list == before {
-                    return None;
-                }
-                lock_text(list).ok().map(String::into_bytes)
-            }),
-        )?;
-        if let Some(e) = bad.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
-            anyhow::bail!("the plugin lockfile in the PostgreSQL store is unreadable: {e}");
-        }
-        match written {
-            Some(f) => (parse_lock(&f.body)?, f.version),
-            None => (Vec::new(), 0),
-        }
+            },
+        )?
+        .map_err(|e| anyhow::anyhow!("the plugin lockfile in the PostgreSQL store is unreadable: {e}"))?
     };
     let (db, db_version) = db;
     if !first {
