@@ -485,7 +485,9 @@ fn read_lock(state_dir: &Path) -> Result<LockFile, InstallError> {
         )))?;
     }
     match std::fs::read_to_string(&path) {
-        Ok(text) => toml::from_str(&text).map_err(|e| InstallError::Lock { path, message: e.to_string() }),
+        Ok(text) => parse_lock(&text)
+            .map(|plugins| LockFile { plugins })
+            .map_err(|e| InstallError::Lock { path, message: e.to_string() }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(LockFile::default()),
         Err(e) => Err(io(format!("cannot read {}", path.display()))(e)),
     }
@@ -498,10 +500,33 @@ fn write_lock(state_dir: &Path, lock: &LockFile) -> Result<(), InstallError> {
     let path = lock_path(state_dir);
     let tmp = dir.join(format!(".{LOCK_FILE}.tmp"));
     let text =
-        toml::to_string_pretty(lock).map_err(|e| InstallError::Lock { path: path.clone(), message: e.to_string() })?;
-    std::fs::write(&tmp, format!("# Installed AXP plugins; written by `axp provider`.\n{text}"))
-        .map_err(io(format!("cannot write {}", tmp.display())))?;
+        render_lock(&lock.plugins).map_err(|e| InstallError::Lock { path: path.clone(), message: e.to_string() })?;
+    std::fs::write(&tmp, text).map_err(io(format!("cannot write {}", tmp.display())))?;
     std::fs::rename(&tmp, &path).map_err(io(format!("cannot write {}", path.display())))
+}
+
+/// Replaces `state_dir`'s lockfile with `plugins`, as [`install`] and [`remove`] write it. For a
+/// replica mirroring a shared store's list; `_hold` shows that the caller holds the lockfile
+/// (see [`hold_lock`]) from its read to this write.
+pub fn replace_list(state_dir: &Path, _hold: &LockHold, plugins: Vec<Installed>) -> Result<(), InstallError> {
+    write_lock(state_dir, &LockFile { plugins })
+}
+
+/// The lockfile's text for `plugins`: what this state directory's lockfile holds, and what a
+/// PostgreSQL store shares between replicas, in one format.
+pub fn render_lock(plugins: &[Installed]) -> Result<String, toml::ser::Error> {
+    #[derive(Serialize)]
+    struct View<'a> {
+        #[serde(rename = "plugin")]
+        plugins: &'a [Installed],
+    }
+    let text = toml::to_string_pretty(&View { plugins })?;
+    Ok(format!("# Installed AXP plugins; written by `axp provider` (or copied from the shared store).\n{text}"))
+}
+
+/// The plugins a lockfile's text lists ([`render_lock`]'s inverse).
+pub fn parse_lock(text: &str) -> Result<Vec<Installed>, toml::de::Error> {
+    Ok(toml::from_str::<LockFile>(text)?.plugins)
 }
 
 /// Every installed plugin.

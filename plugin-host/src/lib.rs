@@ -12,8 +12,8 @@ pub mod wasm;
 
 pub use install::{
     EgressRoute, HostContext, InstallError, InstallOptions, Installed, LOCK_FILE, LockHold, VetTools, fs_grants,
-    hold_lock, inspect, install, install_vetted, list, load_installed, load_installed_with, load_one, plugins_dir,
-    remove, sha256_hex,
+    hold_lock, inspect, install, install_vetted, list, load_installed, load_installed_with, load_one, parse_lock,
+    plugins_dir, remove, render_lock, replace_list, sha256_hex,
 };
 pub use manifest::{ABI_VERSION, Capabilities, MANIFEST_FILE, Manifest, ManifestError, PluginKind};
 pub use native::{

@@ -132,13 +132,6 @@ pub struct Plugins {
     shared: Option<Arc<SharedPlugins>>,
 }
 
-/// The plugin lockfile's layout (`axp-plugin-host` writes the same).
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
-struct PluginLock {
-    #[serde(default, rename = "plugin")]
-    plugins: Vec<Installed>,
-}
-
 /// The plugins in a PostgreSQL store, and what this replica last knew of them.
 struct SharedPlugins {
     store: Store,
@@ -298,10 +291,9 @@ impl Plugins {
 /// removed, and the local lockfile becomes the database's. `false` when neither side changed
 /// since the last sync (one query, one small read).
 fn sync_shared(sh: &SharedPlugins, state_dir: &Path) -> anyhow::Result<bool> {
-    let local_path = axp_plugin_host::plugins_dir(state_dir).join(axp_plugin_host::LOCK_FILE);
     // From reading the local lockfile to writing the database's over it: an `axp provider add`
     // that wrote in between would otherwise be overwritten, unseen.
-    let _hold = axp_plugin_host::hold_lock(state_dir)?;
+    let hold = axp_plugin_host::hold_lock(state_dir)?;
     let local = axp_plugin_host::list(state_dir)?;
     let version = sh.store.shared_versions(SHARED_LOCK)?.iter().find(|(n, _)| n == SHARED_LOCK).map_or(0, |(_, v)| *v);
     let mut mirrored = sh.mirrored.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -342,7 +334,7 @@ fn sync_shared(sh: &SharedPlugins, state_dir: &Path) -> anyhow::Result<bool> {
             &sh.store,
             SHARED_LOCK,
             parse,
-            |list| lock_text(list.clone()).ok(),
+            |list| axp_plugin_host::render_lock(list).ok(),
             move |list: &mut Vec<Installed>| {
                 for e in ups {
                     match list.iter().position(|p| p.id == e.id) {
@@ -380,11 +372,7 @@ fn sync_shared(sh: &SharedPlugins, state_dir: &Path) -> anyhow::Result<bool> {
         }
     }
     if local != db {
-        let text = lock_text(db.clone())?;
-        let tmp = local_path.with_file_name(format!(".{}.tmp", axp_plugin_host::LOCK_FILE));
-        std::fs::create_dir_all(axp_plugin_host::plugins_dir(state_dir))?;
-        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &local_path).with_context(|| format!("cannot write {}", local_path.display()))?;
+        axp_plugin_host::replace_list(state_dir, &hold, db.clone())?;
     }
     *mirrored = Some(db);
     sh.version.store(db_version, std::sync::atomic::Ordering::SeqCst);
@@ -392,13 +380,7 @@ fn sync_shared(sh: &SharedPlugins, state_dir: &Path) -> anyhow::Result<bool> {
 }
 
 fn parse_lock(body: &[u8]) -> anyhow::Result<Vec<Installed>> {
-    let text = std::str::from_utf8(body)?;
-    Ok(toml::from_str::<PluginLock>(text)?.plugins)
-}
-
-fn lock_text(plugins: Vec<Installed>) -> anyhow::Result<String> {
-    let text = toml::to_string_pretty(&PluginLock { plugins })?;
-    Ok(format!("# Installed AXP plugins; written by `axp provider`, shared through the PostgreSQL store.\n{text}"))
+    Ok(axp_plugin_host::parse_lock(std::str::from_utf8(body)?)?)
 }
 
 /// Whether `dir` (a plugin's directory, relative to the state directory) stays inside
