@@ -4,7 +4,7 @@
 //! jobs a crashed gateway left behind ([`Store::mark_running_lost`]), and forgets jobs that
 //! ended long ago ([`Store::delete_ended`]).
 
-use axp_protocol::methods::{JobEventKind, JobState};
+use axp_protocol::methods::JobState;
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -277,39 +277,14 @@ impl Embedded {
             let mut stmt = db.prepare_cached("SELECT id FROM jobs WHERE state = 'running'")?;
             stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
         };
+        let open = |id: &str| self.log(id).map(JobLog::from);
+        let record =
+            |id: &str, state, code, signal, error, ended| self.set_job_state(id, state, code, signal, error, ended);
         let mut lost = 0;
         for id in running {
-            let log = self.log(&id)?;
-            let next = log.next_seq();
-            let last = match next.checked_sub(1) {
-                Some(seq) => log.read(seq, 1)?.pop(),
-                None => None,
-            };
-            if let Some(axp_protocol::methods::JobEvent {
-                kind: JobEventKind::Exit { state, code, signal, error },
-                ts_ms,
-                ..
-            }) = last
-            {
-                self.set_job_state(&id, state, code, signal, error, Some(ts_ms))?;
-                if state == JobState::Lost {
-                    lost += 1;
-                }
-                continue;
+            if crate::lost::end_as_lost(&id, now_ms, crate::lost::LOST_HERE, &open, &record)? {
+                lost += 1;
             }
-            let error = serde_json::json!({
-                "reason": "the gateway stopped while this job was running; its log up to that point is intact"
-            });
-            log.append(JobEventKind::Exit {
-                state: JobState::Lost,
-                code: None,
-                signal: None,
-                error: Some(error.clone()),
-            })?;
-            // The append recorded the end already, stamped with the clock; the record takes the
-            // caller's `now_ms`, as documented.
-            self.set_job_state(&id, JobState::Lost, None, None, Some(error), Some(now_ms))?;
-            lost += 1;
         }
         Ok(lost)
     }

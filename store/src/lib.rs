@@ -47,6 +47,7 @@
 mod error;
 mod jobs;
 pub mod log;
+mod lost;
 mod pg;
 mod reserve;
 mod rowlog;

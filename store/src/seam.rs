@@ -490,6 +490,12 @@ impl From<log::JobLog> for JobLog {
     }
 }
 
+impl From<pg::PgLog> for JobLog {
+    fn from(l: pg::PgLog) -> Self {
+        JobLog { inner: LogImpl::Postgres(l) }
+    }
+}
+
 impl JobLog {
     /// The job this log belongs to.
     pub fn job_id(&self) -> &str {

@@ -22,7 +22,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use axp_protocol::methods::{JobEvent, JobEventKind, JobState};
+use axp_protocol::methods::JobState;
 use postgres::Row;
 use postgres::config::SslMode;
 use serde_json::Value;
@@ -122,9 +122,6 @@ const MIGRATION_LOCK: i64 = 0x6178_705f_6d69_6772; // "axp_migr"
 
 /// The connect timeout when the URL does not give one.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Why a job this replica ran is `lost` after it restarts.
-const LOST_HERE: &str = "the gateway stopped while this job was running; its log up to that point is intact";
 
 /// The file in the state directory that names this replica.
 const REPLICA_FILE: &str = "replica-id";
@@ -572,48 +569,19 @@ impl Postgres {
         })?;
         let mut lost = 0;
         for id in running {
-            if self.end_as_lost(&id, now_ms, LOST_HERE)? {
+            if self.end_as_lost(&id, now_ms, crate::lost::LOST_HERE)? {
                 lost += 1;
             }
         }
         Ok(lost)
     }
 
-    /// Ends running job `id` whose process is gone: a log that ends with an `exit` gives the job
-    /// its outcome; any other log gets an `exit` with state `lost` (saying `why`) after its last
-    /// event, so every acknowledged event stays. `true` when the job became `lost`.
-    ///
-    /// The append names the seq it expects, so if the job's old owner is still writing (a
-    /// replica that lost its lease without dying), one of the two appends fails with
-    /// [`StoreError::Conflict`] rather than interleaving; this one then reads the log again.
+    /// Ends running job `id` whose process is gone, as [`crate::lost::end_as_lost`] does.
     pub(crate) fn end_as_lost(&self, id: &str, now_ms: u64, why: &str) -> Result<bool> {
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let log = PgLog::open(id, self.shared.clone())?;
-            let last = match log.next_seq().checked_sub(1) {
-                Some(seq) => log.read(seq, 1)?.pop(),
-                None => None,
-            };
-            if let Some(JobEvent { kind: JobEventKind::Exit { state, code, signal, error }, ts_ms, .. }) = last {
-                self.set_job_state(id, state, code, signal, error, Some(ts_ms))?;
-                return Ok(state == JobState::Lost);
-            }
-            let error = serde_json::json!({ "reason": why });
-            let appended = log.append(JobEventKind::Exit {
-                state: JobState::Lost,
-                code: None,
-                signal: None,
-                error: Some(error.clone()),
-            });
-            match appended {
-                Ok(_) => {}
-                Err(StoreError::Conflict { .. }) if attempts < 5 => continue,
-                Err(e) => return Err(e),
-            }
-            self.set_job_state(id, JobState::Lost, None, None, Some(error), Some(now_ms))?;
-            return Ok(true);
-        }
+        let open = |id: &str| PgLog::open(id, self.shared.clone()).map(crate::JobLog::from);
+        let record =
+            |id: &str, state, code, signal, error, ended| self.set_job_state(id, state, code, signal, error, ended);
+        crate::lost::end_as_lost(id, now_ms, why, &open, &record)
     }
 
     /// The writer of job `job_id`'s log; the job must exist.
