@@ -235,7 +235,8 @@ impl Gateway {
                 self.send_to_client(sessions.iter().next().map(String::as_str).unwrap_or(""), &jobs, &ask).await
             }
             n => Err(RpcError::internal(format!(
-                "`{}` cannot be relayed: calls of {n} sessions to `{provider}` are running and the request does not say whose it is",
+                "`{}` cannot be relayed: calls of {n} sessions to `{provider}` are running and the request does not say whose it is \
+                 (give `{provider}` \"isolation\": \"per-session\" in the fleet file for a server of each session's own)",
                 ask.method
             ))),
         };

@@ -225,6 +225,7 @@ async fn a_request_that_could_be_either_sessions_reaches_neither() {
     assert_eq!((r["asked_a"].clone(), r["asked_b"].clone()), (json!([]), json!([])), "{r}");
     let text = r["sampled"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("calls of 2 sessions"), "the server is told why: {text}");
+    assert!(text.contains(r#""isolation": "per-session""#), "and how to avoid it: {text}");
     assert!(audit_json(&gw.state, &[]).lines().any(|l| l.contains("client_request") && l.contains("refused")));
 }
 
