@@ -45,28 +45,24 @@ pub(super) fn capability() -> Value {
 }
 
 /// A tool's `execution` as `tools/list` shows it: what its server declared, with AXP's own
-/// `taskSupport`.
+/// `taskSupport`, which is always `"optional"`.
 ///
 /// `taskSupport` says whether the *receiver* of a `tools/call` can run it as a task, and the
 /// receiver a client talks to is the gateway. The gateway runs every call as a durable job
-/// whether or not a task was asked for, and the upstream server always gets a plain
-/// `tools/call`, so the gateway can honestly offer any tool as a task: a missing
-/// `taskSupport` (which the spec reads as `"forbidden"`) and a server's `"forbidden"` both
-/// become `"optional"`. The server's `"forbidden"` is still kept to, since it only says that the
-/// server itself cannot take a task-augmented call, and it never gets one. (The official
-/// TypeScript SDK stamps `"forbidden"` on every tool not written as a task, so passing it on
-/// would hide tasks for most servers.) A server's `"required"` is passed on unchanged: such a
-/// tool answers only task-augmented calls, which the gateway does not yet make upstream, so
-/// neither kind of call can succeed through it, and the listing should not promise otherwise.
+/// whether or not a task was asked for, so it can honestly offer any tool as a task: a missing
+/// `taskSupport` (which the spec reads as `"forbidden"`) and a server's `"forbidden"` become
+/// `"optional"`. The server's `"forbidden"` is still kept to: it gets a plain `tools/call`.
+/// (The official TypeScript SDK stamps `"forbidden"` on every tool not written as a task, so
+/// passing it on would hide tasks for most servers.) A server's `"required"` becomes
+/// `"optional"` too: the gateway calls such a tool through a task upstream however the client
+/// called it, so a client without tasks can use it as well, and passing `"required"` on would
+/// hide it from every such client.
 pub(super) fn listed_execution(declared: Option<&Value>) -> Value {
     let mut x = match declared {
         Some(Value::Object(m)) => Value::Object(m.clone()),
         _ => json!({}),
     };
-    match x.get("taskSupport").and_then(Value::as_str) {
-        None | Some("forbidden") => x["taskSupport"] = json!("optional"),
-        Some(_) => {}
-    }
+    x["taskSupport"] = json!("optional");
     x
 }
 
@@ -432,7 +428,7 @@ mod tests {
     }
 
     #[test]
-    fn every_tool_is_offered_as_a_task_but_those_only_a_task_can_call() {
+    fn every_tool_is_offered_as_a_task_and_as_a_plain_call() {
         assert_eq!(listed_execution(None), json!({"taskSupport": "optional"}));
         assert_eq!(listed_execution(Some(&json!({}))), json!({"taskSupport": "optional"}));
         assert_eq!(
@@ -440,9 +436,12 @@ mod tests {
             json!({"taskSupport": "optional", "other": 1}),
             "the server's own refusal concerns calls it never gets"
         );
-        for kept in ["optional", "required"] {
-            let x = json!({"taskSupport": kept, "other": 1});
-            assert_eq!(listed_execution(Some(&x)), x);
+        for declared in ["optional", "required"] {
+            assert_eq!(
+                listed_execution(Some(&json!({"taskSupport": declared, "other": 1}))),
+                json!({"taskSupport": "optional", "other": 1}),
+                "the gateway makes the task upstream when the server needs one"
+            );
         }
     }
 
