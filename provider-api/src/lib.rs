@@ -337,9 +337,11 @@ pub struct ClientAsk {
 
 tokio::task_local! {
     /// Who a provider method serves when it is not a tool call (a prompt get, a resource read, a
-    /// completion): `{"session_id": …}`, set by the gateway around the call. A provider whose
-    /// server may ask the client something meanwhile counts the request in flight with it, as a
-    /// tool call counts with its `ToolCall::meta`, so [`ClientAsk::during`] names its session.
+    /// completion): `{"session_id": …, "trace"?: {"traceparent", "tracestate"?}}`, set by the
+    /// gateway around the call. A provider whose server may ask the client something meanwhile
+    /// counts the request in flight with it, as a tool call counts with its `ToolCall::meta`, so
+    /// [`ClientAsk::during`] names its session; `trace` is the W3C context to hand the server, as
+    /// in a tool call's `meta`.
     pub static REQUEST_META: Value;
 }
 

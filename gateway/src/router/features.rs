@@ -142,10 +142,23 @@ fn lookup_error(e: &ProviderError, unknown: impl FnOnce() -> RpcError) -> RpcErr
     }
 }
 
-/// Runs a provider method for a session, so that the server's requests of the client made
-/// meanwhile are relayed to that session's client (`axp_providers` counts it in flight).
-async fn for_session<F: Future>(s: &Session, fut: F) -> F::Output {
-    axp_providers::REQUEST_META.scope(json!({"session_id": s.id}), fut).await
+/// Runs a provider's `method` for a session, so that the server's requests of the client made
+/// meanwhile are relayed to that session's client (`axp_providers` counts it in flight). It runs
+/// in a provider-call span, as a tool call's provider call does, and the server is handed that
+/// span's trace context (`meta.trace`), or the client's while traces are off.
+async fn for_session<F: Future>(s: &Session, provider: &ProviderId, method: &str, fut: F) -> F::Output {
+    use tracing::Instrument;
+    let span = crate::telemetry::trace_span!(
+        "provider call",
+        otel.kind = "client",
+        axp.provider = %provider,
+        axp.method = %method,
+    );
+    let mut meta = json!({"session_id": s.id});
+    if let Some(trace) = crate::telemetry::outgoing(&span) {
+        meta["trace"] = Value::Object(trace);
+    }
+    axp_providers::REQUEST_META.scope(meta, fut.instrument(span)).await
 }
 
 /// A server's error about one of its URIs, told with the URI the client used: the server's own
@@ -276,7 +289,7 @@ impl Gateway {
         self.may_read(&s, &id, &upstream)?;
         self.serving(&m)?;
         let answers = input_answers(p)?;
-        let mut r = for_session(&s, m.provider.read_resource(&upstream, answers))
+        let mut r = for_session(&s, &id, "resources/read", m.provider.read_resource(&upstream, answers))
             .await
             .map_err(|e| in_client_terms(lookup_error(&e, || unknown_resource(uri)), &upstream, uri))?;
         if let Some(contents) = r.get_mut("contents").and_then(Value::as_array_mut) {
@@ -400,7 +413,7 @@ impl Gateway {
             );
         }
         let answers = input_answers(p)?;
-        for_session(&s, m.provider.get_prompt(&own, arguments, answers))
+        for_session(&s, m.provider.id(), "prompts/get", m.provider.get_prompt(&own, arguments, answers))
             .await
             .map_err(|e| lookup_error(&e, || unknown_prompt(name)))
     }
@@ -435,7 +448,9 @@ impl Gateway {
             _ => return Err(RpcError::invalid_params("`ref.type` must be `ref/prompt` or `ref/resource`")),
         };
         self.serving(&m)?;
-        for_session(&s, m.provider.complete(upstream)).await.map_err(|e| provider_error_to_rpc(&e))
+        for_session(&s, m.provider.id(), "completion/complete", m.provider.complete(upstream))
+            .await
+            .map_err(|e| provider_error_to_rpc(&e))
     }
 
     /// `logging/setLevel`: this session hears server logs at `level` and above from every

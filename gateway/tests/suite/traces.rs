@@ -1,10 +1,12 @@
-//! Traces. With `[telemetry] otlp_endpoint` pointed at an OTLP/HTTP receiver written here, a
-//! tool call through `axp serve` to a real MCP server (the Python SDK's
+//! Traces. With `[telemetry] otlp_endpoint` pointed at an OTLP/HTTP receiver written here, a tool
+//! call through `axp serve` to a real MCP server (the Python SDK's
 //! `tests/fixtures/traced_server.py`, sandboxed, whose tool fetches a URL through the provider's
-//! egress proxy) arrives as spans with the client's trace id and the structure request → tool
-//! call → job → provider call → egress attempt, and the server was handed the provider call's
-//! context in `_meta`. With traces off, a client's `traceparent` header reaches an HTTP server
-//! unchanged, in `_meta` and as a header, and an invalid one reaches nothing.
+//! egress proxy) arrives as spans with the client's trace id and the structure request → tool call
+//! → job → provider call → egress attempt, and the server was handed the provider call's context in
+//! `_meta`; a resource read's provider call lies under its request. With traces off, a client's
+//! `traceparent` header reaches an HTTP server unchanged, in `_meta` and as a header, on a tool
+//! call, a resource read and a prompt alike (and in a completion's `_meta`), and an invalid one
+//! reaches nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -132,7 +134,7 @@ async fn a_tool_calls_spans_reach_the_collector_under_the_clients_trace_with_the
     std::fs::write(
         &toml,
         format!(
-            "[session]\ncapabilities = [\"tool(*)\"]\n\
+            "[session]\ncapabilities = [\"tool(*)\", \"resource(*)\"]\n\
              [egress]\nresolvers = [\"{dns}\"]\ndangerously_allow_private = [\"127.0.0.2/32\"]\n\
              [telemetry]\notlp_endpoint = \"{collector}\"\n",
             dns = dns.addr
@@ -148,7 +150,7 @@ async fn a_tool_calls_spans_reach_the_collector_under_the_clients_trace_with_the
         .fleet(&fleet)
         .start_with_env(&[("OTEL_BSP_SCHEDULE_DELAY", "100")]);
 
-    let mut s = Rpc::open(&gw.url, json!({"capabilities": ["tool(*)"]})).await;
+    let mut s = Rpc::open(&gw.url, json!({"capabilities": ["tool(*)", "resource(*)"]})).await;
     wait_for_tool(&mut s, &gw, "traced__fetch").await;
     let traceparent = format!("00-{CLIENT_TRACE}-{CLIENT_PARENT}-01");
     let url = format!("http://api.allowed.test:{port}/");
@@ -210,6 +212,42 @@ async fn a_tool_calls_spans_reach_the_collector_under_the_clients_trace_with_the
     }
     // The server was handed the provider call's context: the client's trace, that span's id.
     assert_eq!(seen["meta"]["traceparent"], format!("00-{CLIENT_TRACE}-{}-01", id("provider call")), "{seen}");
+
+    // A resource read, in a trace of its own: its provider call lies under its request, and
+    // the server was handed that span's context.
+    let read_trace = "5cf92f3577b34da6a3ce929d0e0e4737";
+    let templates = s.ok("resources/templates/list", json!({})).await;
+    let template = templates["resourceTemplates"][0]["uriTemplate"].as_str().unwrap().to_string();
+    let r = s
+        .ok(
+            "resources/read",
+            json!({"uri": template.replace("{name}", "x"), "_meta": {"traceparent": format!("00-{read_trace}-{CLIENT_PARENT}-01")}}),
+        )
+        .await;
+    let seen: Value = serde_json::from_str(r["contents"][0]["text"].as_str().unwrap()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let spans: HashMap<String, Span> = loop {
+        let now: HashMap<String, Span> = {
+            let got = got.lock().unwrap();
+            got.spans
+                .iter()
+                .filter(|(service, s)| service == "axp" && hex::encode(&s.trace_id) == read_trace)
+                .map(|(_, s)| (s.name.clone(), s.clone()))
+                .collect()
+        };
+        if ["request", "provider call"].iter().all(|n| now.contains_key(*n)) {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "spans of the read's trace so far: {:?}", now.keys().collect::<Vec<_>>());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let call = &spans["provider call"];
+    assert_eq!(attr(&spans["request"], "rpc.method").as_deref(), Some("resources/read"));
+    assert_eq!(hex::encode(&call.parent_span_id), hex::encode(&spans["request"].span_id));
+    assert_eq!(attr(call, "axp.provider").as_deref(), Some("traced"));
+    assert_eq!(attr(call, "axp.method").as_deref(), Some("resources/read"));
+    assert_eq!(call.kind, client_kind);
+    assert_eq!(seen["meta"]["traceparent"], format!("00-{read_trace}-{}-01", hex::encode(&call.span_id)), "{seen}");
 }
 
 /// Waits until the (sandboxed, slow to start) server's tool is listed; shows the gateway's log
@@ -265,12 +303,12 @@ async fn with_traces_off_a_clients_traceparent_header_reaches_an_http_server_unc
     let server = json!({"type": "http", "url": format!("http://127.0.0.1:{port}/mcp")});
     std::fs::write(&fleet, json!({"mcpServers": {"traced": server}}).to_string()).unwrap();
     let gw = gateway().fleet(&fleet).start();
-    let s = Rpc::open(&gw.url, json!({"capabilities": ["tool(*)"]})).await;
+    let s = Rpc::open(&gw.url, json!({"capabilities": ["tool(*)", "resource(*)", "prompt(*)"]})).await;
     let (session, token) = s.session.clone().unwrap();
-    let call = |traceparent: &'static str| {
+    let send = |method: &'static str, params: Value, traceparent: &'static str| {
         let (url, session, token) = (gw.url.clone(), session.clone(), token.clone());
         async move {
-            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "traced__fetch", "arguments": {}}});
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
             let reply: Value = reqwest::Client::new()
                 .post(&url)
                 .header("mcp-session-id", session)
@@ -284,18 +322,71 @@ async fn with_traces_off_a_clients_traceparent_header_reaches_an_http_server_unc
                 .json()
                 .await
                 .unwrap();
-            assert!(reply.get("error").is_none(), "{reply}");
-            echoed(&reply["result"])
+            assert!(reply.get("error").is_none(), "{method}: {reply}");
+            reply["result"].clone()
+        }
+    };
+    // The fixture's resource template, as the gateway offers it to the client.
+    let templates =
+        send("resources/templates/list", json!({}), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").await;
+    let template = templates["resourceTemplates"]
+        .as_array()
+        .and_then(|t| t.iter().find_map(|t| t["uriTemplate"].as_str().filter(|u| u.contains("context/"))))
+        .unwrap_or_else(|| panic!("no context template in {templates}"))
+        .to_string();
+    let uri = template.replace("{name}", "x");
+    // A tool call, a resource read and a prompt each hand the server the client's context.
+    let tool_call = |traceparent| send("tools/call", json!({"name": "traced__fetch", "arguments": {}}), traceparent);
+    let read = |traceparent| {
+        let uri = uri.clone();
+        async move {
+            let r = send("resources/read", json!({"uri": uri}), traceparent).await;
+            let text = r["contents"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {r}"));
+            serde_json::from_str::<Value>(text).unwrap()
+        }
+    };
+    let prompt = |traceparent| async move {
+        let r = send("prompts/get", json!({"name": "traced__context"}), traceparent).await;
+        let text = r["messages"][0]["content"]["text"].as_str().unwrap_or_else(|| panic!("no text in {r}"));
+        serde_json::from_str::<Value>(text).unwrap()
+    };
+    // The fixture completes with the request's `_meta` (it does not see the headers there).
+    let complete = |traceparent| {
+        let template = template.clone();
+        async move {
+            let params =
+                json!({"ref": {"type": "ref/resource", "uri": template}, "argument": {"name": "name", "value": ""}});
+            let r = send("completion/complete", params, traceparent).await;
+            let text = r["completion"]["values"][0].as_str().unwrap_or_else(|| panic!("no value in {r}"));
+            serde_json::from_str::<Value>(text).unwrap()
         }
     };
     let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-    let seen = call(traceparent).await;
-    assert_eq!(seen["meta"]["traceparent"], traceparent, "{seen}");
-    assert_eq!(seen["meta"]["tracestate"], "congo=t61rcWkgMzE", "{seen}");
-    assert_eq!(seen["headers"]["traceparent"], traceparent, "{seen}");
-    assert_eq!(seen["headers"]["tracestate"], "congo=t61rcWkgMzE", "{seen}");
+    let invalid = "00-00000000000000000000000000000000-b7ad6b7169203331-01";
+    let seen = [
+        ("tools/call", echoed(&tool_call(traceparent).await)),
+        ("resources/read", read(traceparent).await),
+        ("prompts/get", prompt(traceparent).await),
+    ];
+    for (what, seen) in seen {
+        assert_eq!(seen["meta"]["traceparent"], traceparent, "{what}: {seen}");
+        assert_eq!(seen["meta"]["tracestate"], "congo=t61rcWkgMzE", "{what}: {seen}");
+        assert_eq!(seen["headers"]["traceparent"], traceparent, "{what}: {seen}");
+        assert_eq!(seen["headers"]["tracestate"], "congo=t61rcWkgMzE", "{what}: {seen}");
+    }
+    let meta = complete(traceparent).await;
+    assert_eq!(meta["traceparent"], traceparent, "completion/complete: {meta}");
+    assert_eq!(meta["tracestate"], "congo=t61rcWkgMzE", "completion/complete: {meta}");
     // An invalid context (an all-zero trace id) is dropped, not passed on.
-    let seen = call("00-00000000000000000000000000000000-b7ad6b7169203331-01").await;
-    assert!(seen["meta"].get("traceparent").is_none(), "{seen}");
-    assert!(seen["headers"]["traceparent"].is_null(), "{seen}");
+    let seen = [
+        ("tools/call", echoed(&tool_call(invalid).await)),
+        ("resources/read", read(invalid).await),
+        ("prompts/get", prompt(invalid).await),
+    ];
+    for (what, seen) in seen {
+        assert!(seen["meta"].get("traceparent").is_none(), "{what}: {seen}");
+        assert!(seen["headers"]["traceparent"].is_null(), "{what}: {seen}");
+    }
+    let meta = complete(invalid).await;
+    assert!(meta.get("traceparent").is_none(), "completion/complete: {meta}");
 }

@@ -481,7 +481,7 @@ impl McpProvider {
             cancel: CancellationToken::new(),
             deadline: tokio::time::Instant::now() + timeout,
             timeout,
-            trace: None,
+            trace: trace_of(&meta),
         };
         let sink: JobSink = Arc::new(crate::NullSink);
         let (mut responses, mut state) = match answers {
@@ -849,8 +849,12 @@ impl Provider for McpProvider {
         if !self.offers(|c| c.completions.is_some())? {
             return Ok(serde_json::json!({"completion": {"values": [], "hasMore": false}}));
         }
-        let params: CompleteRequestParams = serde_json::from_value(params)
+        let mut params: CompleteRequestParams = serde_json::from_value(params)
             .map_err(|e| ProviderError::InvalidArguments(format!("completion/complete: {e}")))?;
+        // The request's trace context, as a tool call's requests carry it (SEP-414).
+        if let Some(trace) = axp_provider_api::REQUEST_META.try_with(trace_of).ok().flatten() {
+            params.meta.get_or_insert_with(RequestMetaObject::new).extend(RequestMetaObject(trace.into()));
+        }
         self.passthrough("completion/complete", |peer| async move { peer.complete(params).await }).await
     }
 
