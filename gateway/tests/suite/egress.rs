@@ -617,11 +617,10 @@ async fn each_sessions_proxy_is_a_confined_process_of_its_own_that_ends_with_the
     let stat = std::fs::read_to_string(format!("/proc/{a_pid}/stat")).unwrap();
     let pgrp = stat.rsplit(") ").next().unwrap().split(' ').nth(2).unwrap().to_string();
     assert_eq!(pgrp, a_pid.to_string(), "the child should lead its own process group");
-    let logs: Vec<String> = lab.gw.stderr.try_iter().collect();
-    assert!(
-        logs.iter().any(|l| l.contains("egress proxy started") && l.contains("landlock fully enforced")),
-        "{logs:#?}"
-    );
+    let started = lab.gw.logged(std::time::Duration::from_secs(10), |l| {
+        l.contains("egress proxy started") && l.contains("landlock fully enforced")
+    });
+    assert!(started.is_ok(), "{started:#?}");
 
     assert_eq!(run(&mut b, &fetch).await, "hello from upstream");
     let both = proxy_children(gw_pid);
@@ -673,8 +672,10 @@ async fn a_killed_proxy_is_restarted_on_its_socket_and_the_sessions_next_request
     let recs = lab.attempts_of(&id, |r| r.len() >= 2).await;
     assert_eq!(recs.len(), 2, "{recs:#?}");
     assert!(recs.iter().all(|r| r["detail"]["decision"] == "allow" && r["session"] == id.as_str()), "{recs:#?}");
-    let logs: Vec<String> = lab.gw.stderr.try_iter().collect();
-    assert!(logs.iter().any(|l| l.contains("the egress proxy died; restarting it on its sockets")), "{logs:#?}");
+    let restarted = lab.gw.logged(std::time::Duration::from_secs(10), |l| {
+        l.contains("the egress proxy died; restarting it on its sockets")
+    });
+    assert!(restarted.is_ok(), "{restarted:#?}");
 }
 
 /// The proxies die with the gateway, even when it is killed and cannot stop them.

@@ -96,6 +96,24 @@ pub struct Gw {
     _tmp: Option<tempfile::TempDir>,
 }
 
+impl Gw {
+    /// Waits up to `within` for a line of the gateway's log that `matches`: the line, or every
+    /// line seen meanwhile (for the failure message). A line logged before an answer can reach
+    /// the test after it (stderr, then a reader thread), so a test reads the log this way
+    /// rather than taking what has arrived so far.
+    pub fn logged(&self, within: Duration, matches: impl Fn(&str) -> bool) -> Result<String, Vec<String>> {
+        let deadline = std::time::Instant::now() + within;
+        let mut seen = Vec::new();
+        while let Ok(line) = self.stderr.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+            if matches(&line) {
+                return Ok(line);
+            }
+            seen.push(line);
+        }
+        Err(seen)
+    }
+}
+
 impl Drop for Gw {
     fn drop(&mut self) {
         let _ = self.child.kill();
