@@ -412,7 +412,19 @@ impl Session {
         match self.or_death(tokio::time::timeout(within, ping)).await {
             Err(reason) => Some(reason),
             Ok(Ok(Ok(_))) => None,
-            Ok(Ok(Err(e))) => Some(format!("the server stopped answering (ping failed: {e})")),
+            Ok(Ok(Err(e))) => {
+                let failed = format!("the server stopped answering (ping failed: {e})");
+                // A ping fails at once on a closed connection, which for a dying child is usually
+                // a moment before its exit is reaped: its exit status says more.
+                if matches!(
+                    e,
+                    rmcp::service::ServiceError::TransportClosed | rmcp::service::ServiceError::TransportSend(_)
+                ) {
+                    Some(Self::closed_reason(self.child.as_ref(), self.link.as_ref(), failed).await)
+                } else {
+                    Some(failed)
+                }
+            }
             Ok(Err(_)) => {
                 Some(format!("the server stopped answering (no answer to ping within {}s)", within.as_secs_f64()))
             }
