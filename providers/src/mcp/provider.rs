@@ -10,8 +10,8 @@ use axp_protocol::methods::JobEventKind;
 use axp_protocol::{RpcError, ToolCall, ToolOutput, ToolSpec};
 #[allow(deprecated)]
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientRequest, CompleteRequestParams, CustomRequest,
-    GetPromptRequest, GetPromptRequestParams, InputRequest, InputRequests, InputResponses, LoggingLevel,
+    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientRequest, CompleteRequest, CompleteRequestParams,
+    CustomRequest, GetPromptRequest, GetPromptRequestParams, InputRequest, InputRequests, InputResponses, LoggingLevel,
     ReadResourceRequest, ReadResourceRequestParams, RequestMetaObject, ServerCapabilities, ServerResult,
     SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
@@ -849,13 +849,19 @@ impl Provider for McpProvider {
         if !self.offers(|c| c.completions.is_some())? {
             return Ok(serde_json::json!({"completion": {"values": [], "hasMore": false}}));
         }
-        let mut params: CompleteRequestParams = serde_json::from_value(params)
+        let params: CompleteRequestParams = serde_json::from_value(params)
             .map_err(|e| ProviderError::InvalidArguments(format!("completion/complete: {e}")))?;
-        // The request's trace context, as a tool call's requests carry it (SEP-414).
-        if let Some(trace) = axp_provider_api::REQUEST_META.try_with(trace_of).ok().flatten() {
-            params.meta.get_or_insert_with(RequestMetaObject::new).extend(RequestMetaObject(trace.into()));
-        }
-        self.passthrough("completion/complete", |peer| async move { peer.complete(params).await }).await
+        // The request's trace context, as a tool call's requests carry it: in `_meta` (SEP-414),
+        // and as headers over Streamable HTTP, which read it from the request's options.
+        let options = match axp_provider_api::REQUEST_META.try_with(trace_of).ok().flatten() {
+            Some(trace) => PeerRequestOptions::no_options().with_meta(RequestMetaObject(trace.into())),
+            None => PeerRequestOptions::no_options(),
+        };
+        let request = ClientRequest::CompleteRequest(CompleteRequest::new(params));
+        self.passthrough("completion/complete", |peer| async move {
+            peer.send_request_with_option(request, options).await?.await_response().await
+        })
+        .await
     }
 
     #[allow(deprecated)]
