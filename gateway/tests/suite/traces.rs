@@ -163,24 +163,7 @@ async fn a_tool_calls_spans_reach_the_collector_under_the_clients_trace_with_the
     assert_eq!(seen["body"], "hello through the proxy", "{seen}");
 
     // Every span of the call, once the egress attempt (reported when its connection ends) is in.
-    let names = ["request", "tool call", "job", "provider call", "egress attempt"];
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let spans: HashMap<String, Span> = loop {
-        let now: HashMap<String, Span> = {
-            let got = got.lock().unwrap();
-            assert!(got.problems.is_empty(), "{:?}", got.problems);
-            got.spans
-                .iter()
-                .filter(|(service, s)| service == "axp" && hex::encode(&s.trace_id) == CLIENT_TRACE)
-                .map(|(_, s)| (s.name.clone(), s.clone()))
-                .collect()
-        };
-        if names.iter().all(|n| now.contains_key(*n)) {
-            break now;
-        }
-        assert!(Instant::now() < deadline, "spans of the client's trace so far: {:?}", now.keys().collect::<Vec<_>>());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let spans = spans_of(&got, CLIENT_TRACE, &["request", "tool call", "job", "provider call", "egress attempt"]).await;
     let id = |name: &str| hex::encode(&spans[name].span_id);
     let parent = |name: &str| hex::encode(&spans[name].parent_span_id);
     assert_eq!(parent("request"), CLIENT_PARENT, "the request span is the client's span's child");
@@ -224,22 +207,7 @@ async fn a_tool_calls_spans_reach_the_collector_under_the_clients_trace_with_the
         )
         .await;
     let seen: Value = serde_json::from_str(r["contents"][0]["text"].as_str().unwrap()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let spans: HashMap<String, Span> = loop {
-        let now: HashMap<String, Span> = {
-            let got = got.lock().unwrap();
-            got.spans
-                .iter()
-                .filter(|(service, s)| service == "axp" && hex::encode(&s.trace_id) == read_trace)
-                .map(|(_, s)| (s.name.clone(), s.clone()))
-                .collect()
-        };
-        if ["request", "provider call"].iter().all(|n| now.contains_key(*n)) {
-            break now;
-        }
-        assert!(Instant::now() < deadline, "spans of the read's trace so far: {:?}", now.keys().collect::<Vec<_>>());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let spans = spans_of(&got, read_trace, &["request", "provider call"]).await;
     let call = &spans["provider call"];
     assert_eq!(attr(&spans["request"], "rpc.method").as_deref(), Some("resources/read"));
     assert_eq!(hex::encode(&call.parent_span_id), hex::encode(&spans["request"].span_id));
@@ -247,6 +215,27 @@ async fn a_tool_calls_spans_reach_the_collector_under_the_clients_trace_with_the
     assert_eq!(attr(call, "axp.method").as_deref(), Some("resources/read"));
     assert_eq!(call.kind, client_kind);
     assert_eq!(seen["meta"]["traceparent"], format!("00-{read_trace}-{}-01", hex::encode(&call.span_id)), "{seen}");
+}
+
+/// The `axp` spans of trace `trace` by name, once every one of `names` has arrived (20 s bound).
+async fn spans_of(got: &Mutex<Received>, trace: &str, names: &[&str]) -> HashMap<String, Span> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now: HashMap<String, Span> = {
+            let got = got.lock().unwrap();
+            assert!(got.problems.is_empty(), "{:?}", got.problems);
+            got.spans
+                .iter()
+                .filter(|(service, s)| service == "axp" && hex::encode(&s.trace_id) == trace)
+                .map(|(_, s)| (s.name.clone(), s.clone()))
+                .collect()
+        };
+        if names.iter().all(|n| now.contains_key(*n)) {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "spans of trace {trace} so far: {:?}", now.keys().collect::<Vec<_>>());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Waits until the (sandboxed, slow to start) server's tool is listed; shows the gateway's log
@@ -362,26 +351,23 @@ async fn with_traces_off_a_clients_traceparent_header_reaches_an_http_server_unc
     };
     let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     let invalid = "00-00000000000000000000000000000000-b7ad6b7169203331-01";
-    let seen = [
-        ("tools/call", echoed(&tool_call(traceparent).await)),
-        ("resources/read", read(traceparent).await),
-        ("prompts/get", prompt(traceparent).await),
-        ("completion/complete", complete(traceparent).await),
-    ];
-    for (what, seen) in seen {
+    // What the server was handed on each kind of request.
+    let every = |traceparent| async move {
+        [
+            ("tools/call", echoed(&tool_call(traceparent).await)),
+            ("resources/read", read(traceparent).await),
+            ("prompts/get", prompt(traceparent).await),
+            ("completion/complete", complete(traceparent).await),
+        ]
+    };
+    for (what, seen) in every(traceparent).await {
         assert_eq!(seen["meta"]["traceparent"], traceparent, "{what}: {seen}");
         assert_eq!(seen["meta"]["tracestate"], "congo=t61rcWkgMzE", "{what}: {seen}");
         assert_eq!(seen["headers"]["traceparent"], traceparent, "{what}: {seen}");
         assert_eq!(seen["headers"]["tracestate"], "congo=t61rcWkgMzE", "{what}: {seen}");
     }
     // An invalid context (an all-zero trace id) is dropped, not passed on.
-    let seen = [
-        ("tools/call", echoed(&tool_call(invalid).await)),
-        ("resources/read", read(invalid).await),
-        ("prompts/get", prompt(invalid).await),
-        ("completion/complete", complete(invalid).await),
-    ];
-    for (what, seen) in seen {
+    for (what, seen) in every(invalid).await {
         assert!(seen["meta"].get("traceparent").is_none(), "{what}: {seen}");
         assert!(seen["headers"]["traceparent"].is_null(), "{what}: {seen}");
     }

@@ -12,7 +12,7 @@ use axp_protocol::ToolSpec;
 use rmcp::model::{
     ClientConfig, ClientRequest, DiscoverRequest, DiscoverRequestParams, Implementation, PingRequest, ProtocolVersion,
 };
-use rmcp::service::{ClientLifecycleMode, Peer, RoleClient, serve_client_with_lifecycle_and_ct};
+use rmcp::service::{ClientLifecycleMode, Peer, RoleClient, ServiceError, serve_client_with_lifecycle_and_ct};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::sync::mpsc;
@@ -416,10 +416,7 @@ impl Session {
                 let failed = format!("the server stopped answering (ping failed: {e})");
                 // A ping fails at once on a closed connection, which for a dying child is usually
                 // a moment before its exit is reaped: its exit status says more.
-                if matches!(
-                    e,
-                    rmcp::service::ServiceError::TransportClosed | rmcp::service::ServiceError::TransportSend(_)
-                ) {
+                if matches!(e, ServiceError::TransportClosed | ServiceError::TransportSend(_)) {
                     Some(Self::closed_reason(self.child.as_ref(), self.link.as_ref(), failed).await)
                 } else {
                     Some(failed)
